@@ -1,0 +1,102 @@
+package ports
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Storage error classes.
+var (
+	// ErrNotFound reports that a row, blob or envelope the caller named does
+	// not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists reports an insert whose key is already present with
+	// different contents. An insert of identical contents is not an error.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict reports a transaction that lost a race with a concurrent
+	// one and may succeed when retried from the start.
+	ErrConflict = errors.New("transaction conflict, retry")
+	// ErrClosed reports a call on a store or transport after Close.
+	ErrClosed = errors.New("closed")
+)
+
+// Transport error classes.
+var (
+	// ErrUnavailable reports that the delivery service could not be reached
+	// or did not answer in time; the call may succeed later.
+	ErrUnavailable = errors.New("delivery service unavailable")
+	// ErrInvalidArgument reports an envelope or query the delivery service
+	// refused for what it is; retrying it unchanged fails again (API-224).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrRateLimited reports a request refused by a rate limit; the call may
+	// succeed after a delay.
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnauthenticated reports a request that needs an authenticated
+	// connection and did not have one.
+	ErrUnauthenticated = errors.New("unauthenticated")
+)
+
+// MLS error classes. A message that fails processing wraps exactly one of
+// these, which is what the commit-log result table of fork-recovery
+// section 1 is computed from.
+var (
+	// ErrWrongEpoch reports a message for an epoch other than the group's
+	// current one. The error is a [*WrongEpochError] that says which side.
+	ErrWrongEpoch = errors.New("wrong epoch")
+	// ErrUndecryptable reports a message that cannot be decrypted or fails
+	// MLS processing for a reason other than its epoch.
+	ErrUndecryptable = errors.New("undecryptable")
+	// ErrInvalid reports a message that decrypts and fails validation.
+	ErrInvalid = errors.New("invalid")
+	// ErrInactive reports an operation that needs the group's secrets on a
+	// group this installation has been removed from.
+	ErrInactive = errors.New("group state is inactive")
+	// ErrGroupNotFound reports an operation on a group the engine holds no
+	// state for.
+	ErrGroupNotFound = errors.New("group not found")
+)
+
+// EpochRelation says where a message's epoch lies against the group's
+// current epoch.
+type EpochRelation int
+
+const (
+	// EpochOlder is a message for an epoch before the current one.
+	EpochOlder EpochRelation = iota + 1
+	// EpochEqual is a message for the current epoch that was expected for
+	// another (a commit for an epoch the group already left, by number).
+	EpochEqual
+	// EpochFuture is a message for an epoch after the current one.
+	EpochFuture
+)
+
+// String returns "older", "equal" or "future".
+func (r EpochRelation) String() string {
+	switch r {
+	case EpochOlder:
+		return "older"
+	case EpochEqual:
+		return "equal"
+	case EpochFuture:
+		return "future"
+	}
+	return fmt.Sprintf("EpochRelation(%d)", int(r))
+}
+
+// WrongEpochError is the error for a message whose epoch is not the group's
+// current epoch. It unwraps to [ErrWrongEpoch].
+type WrongEpochError struct {
+	Relation EpochRelation
+	// MessageEpoch is the epoch the message names.
+	MessageEpoch uint64
+	// GroupEpoch is the group's current epoch.
+	GroupEpoch uint64
+}
+
+func (e *WrongEpochError) Error() string {
+	return fmt.Sprintf("wrong epoch: message epoch %d is %s than group epoch %d",
+		e.MessageEpoch, e.Relation, e.GroupEpoch)
+}
+
+// Unwrap returns [ErrWrongEpoch].
+func (e *WrongEpochError) Unwrap() error { return ErrWrongEpoch }

@@ -1,0 +1,31 @@
+package ports
+
+import "context"
+
+// AssociationState is an inbox's installations as of one identity sequence
+// id: the fold of the inbox's identity updates up to and including it.
+type AssociationState struct {
+	InboxID string
+	// SequenceID is the sequence id on the inbox's identity-update topic the
+	// state was folded up to.
+	SequenceID uint64
+	// InstallationKeys are the 32-byte Ed25519 installation keys the inbox
+	// associates at SequenceID, in the order they were added.
+	InstallationKeys [][]byte
+}
+
+// Identity resolves inbox association state (JOIN-051 to JOIN-059,
+// JOIN-095).
+type Identity interface {
+	// AssociationState returns the inbox's state at exactly sequenceID,
+	// fetching the inbox's identity updates through sequenceID when they are
+	// not held (JOIN-051). It returns an error wrapping [ErrNotFound] when,
+	// after fetching, the backend holds no update at sequenceID (JOIN-059),
+	// and one wrapping [ErrUnavailable] when the fetch failed and may succeed
+	// later. It never answers from partial state.
+	AssociationState(ctx context.Context, inboxID string, sequenceID uint64) (AssociationState, error)
+	// Newest returns the newest association state of the inbox that is held
+	// locally, without fetching (JOIN-095). It returns an error wrapping
+	// [ErrNotFound] when none is held.
+	Newest(ctx context.Context, inboxID string) (AssociationState, error)
+}
