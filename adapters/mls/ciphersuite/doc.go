@@ -1,0 +1,28 @@
+// Package ciphersuite provides the cryptographic operations of RFC 9420 §5
+// for the cipher suites regroup supports.
+//
+// # Suites
+//
+// Suites are rows of one table (see suites.go): 0x0001
+// MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519 and 0x0003
+// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519. Adding a suite whose
+// primitives exist means adding a row. [Lookup] returns a [Suite] or an
+// error wrapping [ErrUnsupportedSuite].
+//
+// # Operations
+//
+// A [Suite] offers the primitives (Hash, MAC, Extract, Expand, AEAD Seal and
+// Open, HPKE, signatures) and the labeled MLS functions built on them:
+// [Suite.ExpandWithLabel], [Suite.DeriveSecret], [Suite.DeriveTreeSecret],
+// [Suite.SignWithLabel], [Suite.VerifyWithLabel], [Suite.EncryptWithLabel],
+// [Suite.DecryptWithLabel], [Suite.RefHash], [Suite.MakeKeyPackageRef] and
+// [Suite.MakeProposalRef]. Labels are passed without the "MLS 1.0 " prefix,
+// which the functions add themselves, except for RefHash whose label is
+// used as given (§5.2).
+//
+// # Errors
+//
+// Malformed keys, wrong key sizes, failed decryption and bad signatures are
+// returned as errors wrapping [ErrInvalidKey], [ErrDecrypt] or
+// [ErrBadSignature]; nothing panics on caller input.
+package ciphersuite

@@ -1,0 +1,79 @@
+package ciphersuite
+
+import (
+	"crypto/hpke"
+	"fmt"
+)
+
+// GenerateHPKEKey returns a fresh HPKE key pair in the suite's KEM, both
+// halves serialized as RFC 9180 SerializePrivateKey/SerializePublicKey.
+func (s *Suite) GenerateHPKEKey() (priv, pub []byte, err error) {
+	k, err := s.r.kem.GenerateKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate hpke key: %w", err)
+	}
+	return serializeKeyPair(k)
+}
+
+// DeriveHPKEKeyPair derives the HPKE key pair DeriveKeyPair(ikm) of RFC 9180
+// (used for node keys, §7.4, and external_pub, §8).
+func (s *Suite) DeriveHPKEKeyPair(ikm []byte) (priv, pub []byte, err error) {
+	k, err := s.r.kem.DeriveKeyPair(ikm)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: derive hpke key pair: %v", ErrInvalidKey, err)
+	}
+	return serializeKeyPair(k)
+}
+
+// HPKEPublicKey returns the public key that belongs to an HPKE private key.
+func (s *Suite) HPKEPublicKey(priv []byte) ([]byte, error) {
+	k, err := s.r.kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
+	}
+	return k.PublicKey().Bytes(), nil
+}
+
+func serializeKeyPair(k hpke.PrivateKey) (priv, pub []byte, err error) {
+	priv, err = k.Bytes()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: serialize hpke key: %v", ErrInvalidKey, err)
+	}
+	return priv, k.PublicKey().Bytes(), nil
+}
+
+// HPKESeal is SealBase(pub, info, aad, plaintext) of RFC 9180: it returns the
+// KEM output and the ciphertext.
+func (s *Suite) HPKESeal(pub, info, aad, plaintext []byte) (kemOutput, ciphertext []byte, err error) {
+	pk, err := s.r.kem.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: hpke public key: %v", ErrInvalidKey, err)
+	}
+	enc, snd, err := hpke.NewSender(pk, s.r.kdf, s.r.aead, info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: hpke setup: %v", ErrInvalidKey, err)
+	}
+	ct, err := snd.Seal(aad, plaintext)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hpke seal: %w", err)
+	}
+	return enc, ct, nil
+}
+
+// HPKEOpen is OpenBase(kemOutput, priv, info, aad, ciphertext) of RFC 9180;
+// failures wrap ErrInvalidKey (malformed key or KEM output) or ErrDecrypt.
+func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte, error) {
+	k, err := s.r.kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
+	}
+	rcv, err := hpke.NewRecipient(kemOutput, k, s.r.kdf, s.r.aead, info)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke kem output: %v", ErrDecrypt, err)
+	}
+	pt, err := rcv.Open(aad, ciphertext)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke open", ErrDecrypt)
+	}
+	return pt, nil
+}

@@ -1,0 +1,134 @@
+package ciphersuite
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/hpke"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// ID is a cipher suite identifier from the IANA "MLS Cipher Suites" registry.
+type ID uint16
+
+// Cipher suites regroup implements.
+const (
+	MLS128X25519AES128GCMSHA256Ed25519        ID = 0x0001
+	MLS128X25519ChaCha20Poly1305SHA256Ed25519 ID = 0x0003
+)
+
+// SignatureScheme names a signature algorithm of a suite.
+type SignatureScheme uint16
+
+// Signature schemes (TLS SignatureScheme values).
+const (
+	Ed25519 SignatureScheme = 0x0807
+)
+
+// Sentinel errors.
+var (
+	// ErrUnsupportedSuite means the suite ID is not in the table.
+	ErrUnsupportedSuite = errors.New("ciphersuite: unsupported cipher suite")
+	// ErrInvalidKey means a key has the wrong size or is not a valid point.
+	ErrInvalidKey = errors.New("ciphersuite: invalid key")
+	// ErrDecrypt means AEAD or HPKE decryption failed.
+	ErrDecrypt = errors.New("ciphersuite: decryption failed")
+	// ErrBadSignature means a signature did not verify.
+	ErrBadSignature = errors.New("ciphersuite: signature does not verify")
+	// ErrInvalidLength means a requested output length is impossible.
+	ErrInvalidLength = errors.New("ciphersuite: invalid length")
+)
+
+// row is one cipher suite of the table.
+type row struct {
+	id        ID
+	name      string
+	newHash   func() hash.Hash
+	hashSize  int
+	newAEAD   func(key []byte) (cipher.AEAD, error)
+	keySize   int
+	nonceSize int
+	kem       hpke.KEM
+	kdf       hpke.KDF
+	aead      hpke.AEAD
+	sig       SignatureScheme
+}
+
+func newAESGCM(key []byte) (cipher.AEAD, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// table holds every supported suite; a new suite is a new row.
+var table = []row{
+	{
+		id: MLS128X25519AES128GCMSHA256Ed25519, name: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519",
+		newHash: sha256.New, hashSize: sha256.Size,
+		newAEAD: newAESGCM, keySize: 16, nonceSize: 12,
+		kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
+		sig: Ed25519,
+	},
+	{
+		id: MLS128X25519ChaCha20Poly1305SHA256Ed25519, name: "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519",
+		newHash: sha256.New, hashSize: sha256.Size,
+		newAEAD: chacha20poly1305.New, keySize: chacha20poly1305.KeySize, nonceSize: chacha20poly1305.NonceSize,
+		kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.ChaCha20Poly1305(),
+		sig: Ed25519,
+	},
+}
+
+// Suite is a supported cipher suite. Its methods are safe for concurrent use.
+type Suite struct{ r *row }
+
+var suites = func() map[ID]*Suite {
+	m := make(map[ID]*Suite, len(table))
+	for i := range table {
+		m[table[i].id] = &Suite{r: &table[i]}
+	}
+	return m
+}()
+
+// Lookup returns the suite with the given ID, or an error wrapping
+// ErrUnsupportedSuite.
+func Lookup(id ID) (*Suite, error) {
+	s, ok := suites[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: 0x%04x", ErrUnsupportedSuite, uint16(id))
+	}
+	return s, nil
+}
+
+// Supported lists the IDs of all supported suites in table order.
+func Supported() []ID {
+	ids := make([]ID, len(table))
+	for i := range table {
+		ids[i] = table[i].id
+	}
+	return ids
+}
+
+// ID returns the suite's registry value.
+func (s *Suite) ID() ID { return s.r.id }
+
+// Name returns the suite's registry name.
+func (s *Suite) Name() string { return s.r.name }
+
+// HashSize returns Nh, the output size of the suite's hash and KDF.
+func (s *Suite) HashSize() int { return s.r.hashSize }
+
+// KeySize returns Nk, the AEAD key size.
+func (s *Suite) KeySize() int { return s.r.keySize }
+
+// NonceSize returns Nn, the AEAD nonce size.
+func (s *Suite) NonceSize() int { return s.r.nonceSize }
+
+// SignatureScheme returns the suite's signature algorithm.
+func (s *Suite) SignatureScheme() SignatureScheme { return s.r.sig }
