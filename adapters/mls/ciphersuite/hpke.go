@@ -77,3 +77,39 @@ func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte,
 	}
 	return pt, nil
 }
+
+// HPKEExport runs SetupBaseS(pub, info) and exports length bytes under
+// exporterContext (RFC 9180 §5.3); it returns the KEM output and the secret.
+func (s *Suite) HPKEExport(pub, info, exporterContext []byte, length int) (kemOutput, secret []byte, err error) {
+	pk, err := s.r.kem.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: hpke public key: %v", ErrInvalidKey, err)
+	}
+	enc, snd, err := hpke.NewSender(pk, s.r.kdf, s.r.aead, info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: hpke setup: %v", ErrInvalidKey, err)
+	}
+	secret, err = snd.Export(string(exporterContext), length)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: hpke export: %v", ErrInvalidLength, err)
+	}
+	return enc, secret, nil
+}
+
+// HPKEExportOpen runs SetupBaseR(kemOutput, priv, info) and exports length
+// bytes under exporterContext: the receiving side of [Suite.HPKEExport].
+func (s *Suite) HPKEExportOpen(priv, info, kemOutput, exporterContext []byte, length int) ([]byte, error) {
+	k, err := s.r.kem.NewPrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
+	}
+	rcv, err := hpke.NewRecipient(kemOutput, k, s.r.kdf, s.r.aead, info)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke kem output: %v", ErrDecrypt, err)
+	}
+	secret, err := rcv.Export(string(exporterContext), length)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hpke export: %v", ErrInvalidLength, err)
+	}
+	return secret, nil
+}
