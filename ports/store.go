@@ -2,8 +2,13 @@ package ports
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrDeadlineLater reports a [HeldWelcomes.Update] that would clear a held
+// Welcome's set deadline or move it later, which JOIN-063 forbids.
+var ErrDeadlineLater = errors.New("held welcome deadline moved later")
 
 // Store is the durable state of one client installation. Every rule of the
 // specs that says "survives a restart", "atomically", "at most once" or "is
@@ -371,7 +376,8 @@ type HeldWelcomes interface {
 	// Get returns the held Welcome, or an error wrapping [ErrNotFound].
 	Get(ctx context.Context, seq uint64) (HeldWelcome, error)
 	// Update applies fn to the held Welcome. An update that moves a set
-	// Deadline later is refused with an error (JOIN-063).
+	// Deadline later, or clears it, is refused with an error wrapping
+	// [ErrDeadlineLater] and nothing is written (JOIN-063).
 	Update(ctx context.Context, seq uint64, fn func(w *HeldWelcome) error) error
 	// List returns held Welcomes in sequence id order.
 	List(ctx context.Context) ([]HeldWelcome, error)

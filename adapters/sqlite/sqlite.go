@@ -1,0 +1,94 @@
+// Package sqlite is the embedded default [ports.Store]: one SQLite file,
+// opened with a pure-Go driver (no cgo), in WAL mode with a busy timeout,
+// foreign keys, full synchronous commits and secure delete.
+//
+// Transactions are serialized: the store holds a single connection, so
+// transactions of one process queue for it (honouring their contexts), and
+// every transaction begins with BEGIN IMMEDIATE, so a second process on the
+// same file waits up to the busy timeout for the write lock instead of
+// failing when it upgrades a read to a write.
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	gsqlite "github.com/glebarez/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/regroup-mls/regroup/adapters/gormstore"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// ErrBadPath reports a database path Open cannot use.
+var ErrBadPath = errors.New("bad sqlite path")
+
+// Options tune Open; the zero value (or nil) is the default.
+type Options struct {
+	// BusyTimeout is how long a transaction waits for another process's
+	// write lock; 0 means 5 seconds.
+	BusyTimeout time.Duration
+	// Logger receives gorm's SQL log; nil discards it.
+	Logger logger.Interface
+}
+
+// Store is a [ports.Store] on one SQLite file.
+type Store = gormstore.Store
+
+var _ ports.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the SQLite database at path and migrates
+// it to the current schema. Close the store to release the file.
+func Open(ctx context.Context, path string, o *Options) (*Store, error) {
+	if o == nil {
+		o = &Options{}
+	}
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open sqlite %q: %w", path, ErrBadPath)
+	}
+	busy := o.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "secure_delete(1)")
+	q.Set("_txlock", "immediate")
+	log := o.Logger
+	if log == nil {
+		log = logger.Discard
+	}
+	db, err := gorm.Open(gsqlite.Open(path+"?"+q.Encode()), &gorm.Config{
+		Logger:                 log,
+		SkipDefaultTransaction: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(1)
+	sqlDB.SetMaxIdleConns(1)
+	sqlDB.SetConnMaxLifetime(0)
+	sqlDB.SetConnMaxIdleTime(0)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite"}, sqlDB.Close)
+	if err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return s, nil
+}
