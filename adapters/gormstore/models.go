@@ -40,7 +40,7 @@ type localLogRow struct {
 	Membership                uint64 `gorm:"not null;uniqueIndex:local_commit_log_outcome,priority:2"`
 	CommitSequenceID          uint64 `gorm:"not null;uniqueIndex:local_commit_log_outcome,priority:3"`
 	LastEpochAuthenticator    []byte
-	CommitResult              int32 `gorm:"not null"`
+	CommitResult              int32  `gorm:"not null"`
 	AppliedEpochNumber        uint64 `gorm:"not null"`
 	AppliedEpochAuthenticator []byte
 	RemovedThisInstallation   bool   `gorm:"not null"`
