@@ -95,7 +95,9 @@ func FuzzGroupContext(f *testing.F) {
 func FuzzWelcome(f *testing.F) { fuzzRoundTrip[message.Welcome](f, seeds("mls_welcome", 4)) }
 
 // FuzzGroupSecrets fuzzes the GroupSecrets decoder (§12.4.3.1).
-func FuzzGroupSecrets(f *testing.F) { fuzzRoundTrip[message.GroupSecrets](f, seeds("group_secrets", 0)) }
+func FuzzGroupSecrets(f *testing.F) {
+	fuzzRoundTrip[message.GroupSecrets](f, seeds("group_secrets", 0))
+}
 
 // FuzzRatchetTree fuzzes the ratchet_tree extension decoder (§12.4.3.3).
 func FuzzRatchetTree(f *testing.F) { fuzzRoundTrip[message.RatchetTree](f, seeds("ratchet_tree", 0)) }
