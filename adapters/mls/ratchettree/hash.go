@@ -1,0 +1,93 @@
+package ratchettree
+
+import (
+	"slices"
+
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+)
+
+// TreeHash returns the tree hash of the root (§7.8).
+func (t *Tree) TreeHash() ([]byte, error) { return t.NodeHash(t.Root()) }
+
+// NodeHash returns the tree hash of the subtree rooted at x (§7.8).
+func (t *Tree) NodeHash(x treemath.NodeIndex) ([]byte, error) {
+	if uint64(x) >= uint64(len(t.nodes)) {
+		return nil, ErrOutOfRange
+	}
+	return t.hash(x, nil)
+}
+
+// hash computes the tree hash of x as if the leaves in exclude were blank
+// and absent from every unmerged_leaves list (§7.9 original sibling hash).
+func (t *Tree) hash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
+	w := codec.NewWriter(256)
+	n := t.nodes[x]
+	if x.IsLeaf() {
+		l, _ := x.Leaf()
+		w.Uint8(uint8(message.NodeLeaf))
+		w.Uint32(uint32(l))
+		present := n != nil && !slices.Contains(exclude, uint32(l))
+		w.Bool(present)
+		if present {
+			n.Leaf.MarshalMLS(w)
+		}
+	} else {
+		left, _ := treemath.Left(x)
+		right, _ := treemath.Right(x, t.LeafCount())
+		lh, err := t.hash(left, exclude)
+		if err != nil {
+			return nil, err
+		}
+		rh, err := t.hash(right, exclude)
+		if err != nil {
+			return nil, err
+		}
+		w.Uint8(uint8(message.NodeParent))
+		w.Bool(n != nil)
+		if n != nil {
+			p := *n.Parent
+			if len(exclude) > 0 {
+				p.UnmergedLeaves = slices.DeleteFunc(slices.Clone(p.UnmergedLeaves), func(u uint32) bool {
+					return slices.Contains(exclude, u)
+				})
+			}
+			p.MarshalMLS(w)
+		}
+		w.Opaque(lh)
+		w.Opaque(rh)
+	}
+	b, err := w.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return t.suite.Hash(b), nil
+}
+
+// ParentHash returns the parent hash of parent node p with copath child s
+// (§7.9): Hash(ParentHashInput{p.encryption_key, p.parent_hash, tree hash of
+// s with p's unmerged leaves removed}).
+func (t *Tree) ParentHash(p, s treemath.NodeIndex) ([]byte, error) {
+	pn := t.ParentNode(p)
+	if pn == nil || uint64(s) >= uint64(len(t.nodes)) {
+		return nil, ErrOutOfRange
+	}
+	sh, err := t.hash(s, pn.UnmergedLeaves)
+	if err != nil {
+		return nil, err
+	}
+	return parentHashOf(t, pn.EncryptionKey, pn.ParentHash, sh)
+}
+
+func parentHashOf(t *Tree, key, parentHash, siblingHash []byte) ([]byte, error) {
+	w := codec.NewWriter(len(key) + len(parentHash) + len(siblingHash) + 8)
+	w.Opaque(key)
+	w.Opaque(parentHash)
+	w.Opaque(siblingHash)
+	b, err := w.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	return t.suite.Hash(b), nil
+}
