@@ -1,0 +1,278 @@
+package commitlog
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// ReadReport says what one [Log.Read] pass did.
+type ReadReport struct {
+	// Evaluated counts envelopes evaluated in this pass (accepted or
+	// discarded).
+	Evaluated int
+	// Accepted counts envelopes kept as accepted entries.
+	Accepted int
+	// Held is non-zero when evaluation stopped at an entry naming a commit
+	// the reader has not processed yet (FORK-087): the commit sequence id
+	// it waits for.
+	Held uint64
+	// ForkState is the conversation's fork state after the pass.
+	ForkState ports.ForkState
+}
+
+// Sync publishes and then reads one conversation.
+func (l *Log) Sync(ctx context.Context, groupID []byte) (ReadReport, error) {
+	if _, err := l.Publish(ctx, groupID); err != nil && !errors.Is(err, ErrNoCommitLog) {
+		return ReadReport{}, err
+	}
+	return l.Read(ctx, groupID)
+}
+
+// Read reads the conversation's commit-log topic from the stored read
+// position and evaluates each new envelope once, in sequence id order
+// (FORK-030): verification (FORK-077), admission (FORK-087, FORK-088) and
+// the chain (FORK-083, FORK-089). A discarded envelope is counted under its
+// [Reason] and never evaluated again. Evaluation stops, without moving the
+// read position past it, at an entry naming a commit the reader has not
+// processed while its state is active. The fork state is then recomputed
+// (FORK-082) unless it is forked (FORK-041). A conversation whose log is
+// not read (consent not allowed, one-shot, sync or restored groups, log
+// disabled) is left as it is.
+func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
+	var rep ReadReport
+	if !l.opts.Enabled {
+		return rep, nil
+	}
+	defer l.lock(groupID)()
+	for {
+		g, keys, pos, ok, err := l.readStart(ctx, groupID)
+		if err != nil || !ok {
+			rep.ForkState = g.ForkState
+			return rep, err
+		}
+		envs, err := l.opts.Transport.Query(ctx, keys.Topic, pos, l.opts.PageSize)
+		if err != nil {
+			return rep, fmt.Errorf("read commit log: %w", err)
+		}
+		page, err := l.evaluate(ctx, g, keys, envs)
+		if err != nil {
+			return rep, err
+		}
+		rep.Evaluated += page.Evaluated
+		rep.Accepted += page.Accepted
+		rep.Held = page.Held
+		rep.ForkState = page.ForkState
+		if len(envs) == 0 || page.Held != 0 || page.Evaluated == 0 {
+			return rep, nil
+		}
+	}
+}
+
+// readStart loads what a read pass needs and initializes the legacy reader
+// floor (FORK-088). ok is false when the conversation's log is not read.
+func (l *Log) readStart(ctx context.Context, groupID []byte) (g ports.Group, keys Keys, pos uint64, ok bool, err error) {
+	err = l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
+		ok = false
+		if g, err = tx.Groups().Get(ctx, groupID); err != nil {
+			return err
+		}
+		if g.Consent != ports.ConsentAllowed {
+			return nil
+		}
+		if keys, err = keysFor(g); err != nil {
+			if errors.Is(err, ErrNoCommitLog) {
+				err = nil
+			}
+			return err
+		}
+		view, err := l.opts.Views.Group(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		if err := l.ensureFloor(ctx, tx, groupID, view); err != nil {
+			return err
+		}
+		if pos, err = tx.RemoteCommitLog().ReadPosition(ctx, groupID); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	if err != nil {
+		err = fmt.Errorf("read commit log: %w", err)
+	}
+	return g, keys, pos, ok, err
+}
+
+// evaluate runs one page of envelopes through verification, admission and
+// the chain in one transaction.
+func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*backendpb.OriginatorEnvelope) (ReadReport, error) {
+	// Signatures do not depend on stored state: verify the page at once.
+	prepared := make([]*opened, len(envs))
+	var checks []SignatureCheck
+	for i, env := range envs {
+		prepared[i] = prepare(keys, g.ID, env)
+		checks = append(checks, prepared[i].checks...)
+	}
+	results := l.opts.Verifier.VerifyAll(checks)
+	verdicts := make([]*RejectError, len(envs))
+	at := 0
+	for i, o := range prepared {
+		n := len(o.checks)
+		ok := make([]bool, 2)
+		copy(ok, results[at:at+n])
+		at += n
+		verdicts[i] = o.verdict(ok)
+	}
+
+	var (
+		rep     ReadReport
+		counts  map[Reason]uint64
+		event   *ForkEvent
+		evalErr error
+	)
+	err := l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
+		rep, counts, event = ReadReport{}, map[Reason]uint64{}, nil
+		cur, err := tx.Groups().Get(ctx, g.ID)
+		if err != nil {
+			return err
+		}
+		view, err := l.opts.Views.Group(ctx, tx, g.ID)
+		if err != nil {
+			return err
+		}
+		rs, err := l.roles(cur.ConversationType, view)
+		if err != nil {
+			return err
+		}
+		adm := tx.ReaderAdmission()
+		floor, _, err := adm.Floor(ctx, g.ID)
+		if err != nil {
+			return err
+		}
+		boundaries, err := adm.Boundaries(ctx, g.ID)
+		if err != nil {
+			return err
+		}
+		remote := tx.RemoteCommitLog()
+		pos, err := remote.ReadPosition(ctx, g.ID)
+		if err != nil {
+			return err
+		}
+		var last *ports.RemoteCommitLogEntry
+		if r, err := remote.Last(ctx, g.ID); err == nil {
+			last = &r
+		} else if !errors.Is(err, ports.ErrNotFound) {
+			return err
+		}
+		for i, o := range prepared {
+			if o.seq <= pos {
+				counts[ReasonReplay]++
+				continue
+			}
+			if v := verdicts[i]; v != nil {
+				counts[v.Reason]++
+				pos, rep.Evaluated = o.seq, rep.Evaluated+1
+				continue
+			}
+			e := o.entry
+			if e.GetAppliedEpochNumber() < floor {
+				counts[ReasonBelowFloor]++
+				pos, rep.Evaluated = o.seq, rep.Evaluated+1
+				continue
+			}
+			if view.Active && cur.Cursor < e.GetCommitSequenceId() {
+				rep.Held = e.GetCommitSequenceId()
+				break
+			}
+			pos, rep.Evaluated = o.seq, rep.Evaluated+1
+			if !rs.isPublisherKey(e.GetAuthorInstallationKey()) {
+				counts[ReasonNotPublisher]++
+				continue
+			}
+			var t Tenure
+			if last != nil {
+				t.LastAuthorIsPublisher = rs.isPublisherKey(last.AuthorInstallationKey)
+				t.LastAuthorBoundary = boundaries[string(last.AuthorInstallationKey)]
+			}
+			if why := CheckChain(last, e, t); why != "" {
+				counts[ReasonChain]++
+				continue
+			}
+			acc := ports.RemoteCommitLogEntry{
+				GroupID:                   g.ID,
+				EnvelopeSequenceID:        o.seq,
+				CommitSequenceID:          e.GetCommitSequenceId(),
+				LastEpochAuthenticator:    e.GetLastEpochAuthenticator(),
+				CommitResult:              ports.CommitResult(e.GetCommitResult()),
+				AppliedEpochNumber:        e.GetAppliedEpochNumber(),
+				AppliedEpochAuthenticator: e.GetAppliedEpochAuthenticator(),
+				AuthorInstallationKey:     e.GetAuthorInstallationKey(),
+				AcceptedAt:                l.opts.Clock.Now(),
+			}
+			if _, err := remote.Insert(ctx, acc); err != nil {
+				return err
+			}
+			last = &acc
+			rep.Accepted++
+		}
+		if err := remote.SetReadPosition(ctx, g.ID, pos); err != nil {
+			return err
+		}
+		rep.ForkState, event, err = l.updateForkState(ctx, tx, cur)
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("read commit log: %w", err)
+	}
+	l.count(counts)
+	if event != nil && l.opts.OnForked != nil {
+		l.opts.OnForked(*event)
+	}
+	return rep, evalErr
+}
+
+// updateForkState recomputes the fork state (FORK-082) unless it is
+// forked (FORK-041), stores it, and returns the event for a transition to
+// forked.
+func (l *Log) updateForkState(ctx context.Context, tx ports.Tx, g ports.Group) (ports.ForkState, *ForkEvent, error) {
+	if g.ForkState == ports.ForkForked {
+		return ports.ForkForked, nil, nil
+	}
+	local, err := tx.LocalCommitLog().List(ctx, g.ID, 0, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	remote, err := tx.RemoteCommitLog().List(ctx, g.ID, 0, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	computed, shared := EvaluateForkState(local, remote, g.Membership)
+	next := NextForkState(g.ForkState, computed)
+	if next != g.ForkState {
+		if err := tx.Groups().Update(ctx, g.ID, func(gr *ports.Group) error {
+			if gr.ForkState != ports.ForkForked {
+				gr.ForkState = next
+			}
+			return nil
+		}); err != nil {
+			return 0, nil, err
+		}
+	}
+	var ev *ForkEvent
+	if next == ports.ForkForked && shared != nil {
+		ev = &ForkEvent{
+			GroupID:          bytes.Clone(g.ID),
+			CommitSequenceID: shared.Local.CommitSequenceID,
+			Local:            shared.Local.AppliedEpochAuthenticator,
+			Remote:           shared.Remote.AppliedEpochAuthenticator,
+			RemoteAuthor:     shared.Remote.AuthorInstallationKey,
+		}
+	}
+	return next, ev, nil
+}
