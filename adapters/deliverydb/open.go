@@ -1,0 +1,213 @@
+package deliverydb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Options configures a [Store]. The zero value selects the defaults.
+type Options struct {
+	// Schema, on PostgreSQL, is the schema the tables live in; it is
+	// created when missing. Empty uses the connection's search_path.
+	Schema string
+	// MaxOpenConns bounds the connection pool; default 16 on PostgreSQL,
+	// 4 on SQLite.
+	MaxOpenConns int
+	// BusyTimeout is how long a SQLite writer waits for another process's
+	// lock; default 10s.
+	BusyTimeout time.Duration
+}
+
+// OpenSQLite opens (creating if needed) the SQLite database file at path in
+// WAL mode with synchronous=FULL, so that an acknowledged append survives a
+// crash, and applies the migrations.
+func OpenSQLite(ctx context.Context, path string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 10 * time.Second
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 4
+	}
+	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		path, o.BusyTimeout.Milliseconds())
+	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return finish(ctx, db, "sqlite", o.MaxOpenConns, &sync.Mutex{})
+}
+
+// OpenPostgres connects to the PostgreSQL database dsn names (a URL or
+// key=value DSN) and applies the migrations, in opts.Schema when set.
+func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxOpenConns <= 0 {
+		o.MaxOpenConns = 16
+	}
+	if o.Schema != "" {
+		if !validIdent(o.Schema) {
+			return nil, fmt.Errorf("open postgres: schema %q is not a plain identifier", o.Schema)
+		}
+		boot, err := gorm.Open(postgres.Open(dsn), gormConfig())
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		err = boot.WithContext(ctx).Exec(`CREATE SCHEMA IF NOT EXISTS "` + o.Schema + `"`).Error
+		if sqlDB, e := boot.DB(); e == nil {
+			sqlDB.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: create schema: %w", err)
+		}
+		dsn = withSearchPath(dsn, o.Schema)
+	}
+	db, err := gorm.Open(postgres.Open(dsn), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	st, err := finish(ctx, db, "postgres", o.MaxOpenConns, nil)
+	if st != nil {
+		st.schema = o.Schema
+	}
+	return st, err
+}
+
+func gormConfig() *gorm.Config {
+	return &gorm.Config{Logger: logger.Default.LogMode(logger.Silent), SkipDefaultTransaction: true}
+}
+
+func finish(ctx context.Context, db *gorm.DB, dialect string, maxConns int, mu *sync.Mutex) (*Store, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dialect, err)
+	}
+	sqlDB.SetMaxOpenConns(maxConns)
+	sqlDB.SetMaxIdleConns(maxConns)
+	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, writeMu: mu}
+	if err := migrate(ctx, db, dialect); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func validIdent(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != "" && len(s) < 64
+}
+
+func withSearchPath(dsn, schema string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err == nil {
+			q := u.Query()
+			q.Set("search_path", schema)
+			u.RawQuery = q.Encode()
+			return u.String()
+		}
+	}
+	return dsn + " search_path=" + schema
+}
+
+// migration is one schema step; versions apply in order, once each.
+type migration struct {
+	version          int
+	sqlite, postgres []string
+}
+
+var migrations = []migration{{
+	version: 1,
+	sqlite: []string{
+		`CREATE TABLE delivery_topics (topic BLOB PRIMARY KEY, last_id INTEGER NOT NULL)`,
+		`CREATE TABLE delivery_envelopes (topic BLOB NOT NULL, sequence_id INTEGER NOT NULL,
+			server_timestamp_ns INTEGER NOT NULL, expires_at_ns INTEGER NOT NULL DEFAULT 0,
+			envelope BLOB NOT NULL, PRIMARY KEY (topic, sequence_id))`,
+		`CREATE INDEX delivery_envelopes_expiry ON delivery_envelopes (expires_at_ns) WHERE expires_at_ns <> 0`,
+	},
+	postgres: []string{
+		`CREATE TABLE delivery_topics (topic BYTEA PRIMARY KEY, last_id BIGINT NOT NULL)`,
+		`CREATE TABLE delivery_envelopes (topic BYTEA NOT NULL, sequence_id BIGINT NOT NULL,
+			server_timestamp_ns BIGINT NOT NULL, expires_at_ns BIGINT NOT NULL DEFAULT 0,
+			envelope BYTEA NOT NULL, PRIMARY KEY (topic, sequence_id))`,
+		`CREATE INDEX delivery_envelopes_expiry ON delivery_envelopes (expires_at_ns) WHERE expires_at_ns <> 0`,
+	},
+}}
+
+// migrate applies every migration newer than the recorded version, each in
+// its own transaction together with the version record.
+func migrate(ctx context.Context, db *gorm.DB, dialect string) error {
+	db = db.WithContext(ctx)
+	if err := db.Exec(`CREATE TABLE IF NOT EXISTS delivery_schema_version (version INTEGER NOT NULL)`).Error; err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range migrations {
+		stmts := m.sqlite
+		if dialect == "postgres" {
+			stmts = m.postgres
+		}
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if dialect == "postgres" {
+				// Two servers starting at once migrate one after the other.
+				if err := tx.Exec(`LOCK TABLE delivery_schema_version IN EXCLUSIVE MODE`).Error; err != nil {
+					return err
+				}
+			}
+			var n int64
+			if err := tx.Raw(`SELECT COUNT(*) FROM delivery_schema_version WHERE version >= ?`, m.version).Row().Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			for _, s := range stmts {
+				if err := tx.Exec(s).Error; err != nil {
+					return err
+				}
+			}
+			return tx.Exec(`INSERT INTO delivery_schema_version (version) VALUES (?)`, m.version).Error
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to version %d: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+// FreshSchemaName returns a random schema name for a test or a load run
+// that wants an empty PostgreSQL schema of its own.
+func FreshSchemaName() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "regroup_delivery_" + hex.EncodeToString(b)
+}
+
+// DropSchema drops the store's schema with everything in it (PostgreSQL
+// with Options.Schema only; otherwise it does nothing).
+func (s *Store) DropSchema(ctx context.Context) error {
+	if s.dialect != "postgres" || s.schema == "" {
+		return nil
+	}
+	return s.db.WithContext(ctx).Exec(`DROP SCHEMA IF EXISTS "` + s.schema + `" CASCADE`).Error
+}

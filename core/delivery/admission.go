@@ -1,0 +1,189 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/apipb"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// KeyPackageValidator decides whether a published key package may be
+// stored. The MLS engine provides it: it parses the package and applies
+// JOIN-090 (and whatever else the deployment checks at admission).
+type KeyPackageValidator interface {
+	// ValidateKeyPackage returns nil when the TLS-serialized key package
+	// parses, passes JOIN-090 and names installationKey as its leaf's
+	// signature key; any error refuses the package and its text is the
+	// reason given to the publisher.
+	ValidateKeyPackage(ctx context.Context, installationKey, keyPackageTLS []byte) error
+}
+
+// invalid returns an error wrapping ports.ErrInvalidArgument with reason.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ports.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// ParseTopic splits a topic into its kind and identifier and checks the
+// identifier length of the kind (TOPIC-001, TOPIC-002): 16 or 32 bytes for
+// group messages, 32 for every other kind. It fails with an error wrapping
+// [ports.ErrInvalidArgument] naming what is wrong.
+func ParseTopic(topic []byte) (ports.TopicKind, []byte, error) {
+	if len(topic) == 0 {
+		return 0, nil, invalid("empty topic")
+	}
+	kind, id := ports.TopicKind(topic[0]), topic[1:]
+	switch kind {
+	case ports.TopicGroupMessages:
+		if len(id) != 16 && len(id) != 32 {
+			return 0, nil, invalid("group-message topic identifier is %d bytes, want 16 or 32", len(id))
+		}
+	case ports.TopicWelcomes, ports.TopicIdentityUpdates, ports.TopicKeyPackages, ports.TopicCommitLog:
+		if len(id) != 32 {
+			return 0, nil, invalid("topic kind 0x%02x identifier is %d bytes, want 32", byte(kind), len(id))
+		}
+	default:
+		return 0, nil, invalid("unknown topic kind 0x%02x", byte(kind))
+	}
+	return kind, id, nil
+}
+
+// PublishTBS returns the bytes the publish signature of a sealed
+// commit-log entry covers on topic (companion definitions: publish
+// signature): CommitLogEntryTBS{topic, nonce, ciphertext} with each
+// non-default field once in ascending field-number order.
+func PublishTBS(topic, nonce, ciphertext []byte) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(&backendpb.CommitLogEntryTBS{
+		Topic: topic, Nonce: nonce, Ciphertext: ciphertext,
+	})
+}
+
+// VerifyPublishSignature reports whether entry's signature is an
+// Ed25519ctx signature with context [ports.PublishContext] over its
+// CommitLogEntryTBS on topic, under the 32-byte commit_log_id it carries
+// (API-230, API-300).
+func VerifyPublishSignature(topic []byte, entry *backendpb.SealedCommitLogEntry) bool {
+	if len(entry.GetCommitLogId()) != ed25519.PublicKeySize || len(entry.GetSignature()) != ed25519.SignatureSize {
+		return false
+	}
+	tbs, err := PublishTBS(topic, entry.GetNonce(), entry.GetCiphertext())
+	if err != nil {
+		return false
+	}
+	return ed25519.VerifyWithOptions(ed25519.PublicKey(entry.GetCommitLogId()), tbs, entry.GetSignature(),
+		&ed25519.Options{Context: ports.PublishContext}) == nil
+}
+
+// admit checks one envelope against its topic and returns the topic's
+// kind, or an error wrapping ports.ErrInvalidArgument with the reason.
+func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (ports.TopicKind, error) {
+	if env == nil {
+		return 0, invalid("nil envelope")
+	}
+	if n := proto.Size(env); n > s.opts.MaxEnvelopeBytes {
+		return 0, invalid("envelope is %d bytes, limit %d", n, s.opts.MaxEnvelopeBytes)
+	}
+	topic := env.GetTargetTopic()
+	kind, id, err := ParseTopic(topic)
+	if err != nil {
+		return 0, err
+	}
+	want := map[ports.TopicKind]string{
+		ports.TopicGroupMessages:   "group_message",
+		ports.TopicWelcomes:        "welcome_message",
+		ports.TopicIdentityUpdates: "identity_update",
+		ports.TopicKeyPackages:     "key_package",
+		ports.TopicCommitLog:       "sealed_commit_log_entry",
+	}[kind]
+	mismatch := func(got string) error {
+		return invalid("topic kind 0x%02x takes a %s payload, got %s", byte(kind), want, got)
+	}
+	switch p := env.GetPayload().(type) {
+	case nil:
+		return 0, invalid("envelope has no payload")
+	case *backendpb.ClientEnvelope_GroupMessage:
+		if kind != ports.TopicGroupMessages {
+			return 0, mismatch("group_message")
+		}
+		if len(p.GroupMessage) == 0 {
+			return 0, invalid("empty group_message")
+		}
+	case *backendpb.ClientEnvelope_WelcomeMessage:
+		if kind != ports.TopicWelcomes {
+			return 0, mismatch("welcome_message")
+		}
+		return kind, admitWelcome(id, p.WelcomeMessage)
+	case *backendpb.ClientEnvelope_IdentityUpdate:
+		if kind != ports.TopicIdentityUpdates {
+			return 0, mismatch("identity_update")
+		}
+		u := p.IdentityUpdate
+		if u == nil || len(u.GetRecoveryPublicKey()) != ed25519.PublicKeySize {
+			return 0, invalid("identity_update recovery_public_key must be %d bytes", ed25519.PublicKeySize)
+		}
+		sum := sha256.Sum256(u.GetRecoveryPublicKey())
+		if !bytes.Equal(sum[:], id) || u.GetInboxId() != hex.EncodeToString(sum[:]) {
+			return 0, invalid("identity_update inbox id is not SHA-256 of its recovery key or does not match the topic")
+		}
+		if u.GetAction() == nil {
+			return 0, invalid("identity_update has no action")
+		}
+	case *backendpb.ClientEnvelope_KeyPackage:
+		if kind != ports.TopicKeyPackages {
+			return 0, mismatch("key_package")
+		}
+		kp := p.KeyPackage.GetKeyPackageTlsSerialized()
+		if len(kp) == 0 {
+			return 0, invalid("empty key_package")
+		}
+		if s.opts.KeyPackageValidator != nil {
+			if err := s.opts.KeyPackageValidator.ValidateKeyPackage(ctx, id, kp); err != nil {
+				// JOIN-090: the backend rejects an unusable key package at admission.
+				return 0, invalid("key package refused: %v", err)
+			}
+		}
+	case *backendpb.ClientEnvelope_SealedCommitLogEntry:
+		if kind != ports.TopicCommitLog {
+			return 0, mismatch("sealed_commit_log_entry")
+		}
+		e := p.SealedCommitLogEntry
+		if !bytes.Equal(e.GetCommitLogId(), id) {
+			return 0, invalid("sealed_commit_log_entry commit_log_id does not name its topic")
+		}
+		if !VerifyPublishSignature(topic, e) {
+			return 0, invalid("sealed_commit_log_entry publish signature does not verify under its commit_log_id")
+		}
+	default:
+		return 0, invalid("unknown payload %T", p)
+	}
+	return kind, nil
+}
+
+func admitWelcome(id []byte, w *apipb.WelcomeMessage) error {
+	switch v := w.GetVersion().(type) {
+	case *apipb.WelcomeMessage_V1_:
+		if !bytes.Equal(v.V1.GetInstallationKey(), id) {
+			return invalid("welcome installation_key does not match its topic")
+		}
+		if len(v.V1.GetData()) == 0 {
+			return invalid("welcome has no data")
+		}
+	case *apipb.WelcomeMessage_WelcomePointer_:
+		if !bytes.Equal(v.WelcomePointer.GetInstallationKey(), id) {
+			return invalid("welcome pointer installation_key does not match its topic")
+		}
+		if len(v.WelcomePointer.GetWelcomePointer()) == 0 {
+			return invalid("welcome pointer has no welcome_pointer")
+		}
+	default:
+		return invalid("welcome_message has no version")
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package delivery
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/ports/transporttest"
+	"github.com/regroup-mls/regroup/proto/apipb"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/identitypb"
+)
+
+var authed = ports.Caller{InstallationKey: make([]byte, 32)}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// COMP-publish-signature: the TBS is CommitLogEntryTBS{topic=1, nonce=2,
+// ciphertext=3}, each non-default field once in ascending order — checked
+// byte for byte against a hand-built encoding.
+func TestCOMPPublishSignature_TBSEncoding(t *testing.T) {
+	topic := append([]byte{4}, make([]byte, 32)...)
+	nonce, ct := []byte{1, 2, 3}, []byte{9}
+	got, err := PublishTBS(topic, nonce, ct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{0x0a, 33}, topic...)
+	want = append(want, 0x12, 3, 1, 2, 3, 0x1a, 1, 9)
+	if hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("TBS = %x\nwant  %x", got, want)
+	}
+	// An empty field is omitted, as proto3 default fields are.
+	got, _ = PublishTBS(topic, nil, ct)
+	if want := append(append([]byte{0x0a, 33}, topic...), 0x1a, 1, 9); hex.EncodeToString(got) != hex.EncodeToString(want) {
+		t.Fatalf("TBS with empty nonce = %x", got)
+	}
+}
+
+// COMP-publish-signature (API-230): the entry is admitted only when its
+// Ed25519ctx signature verifies under the commit_log_id its topic names.
+func TestCOMPPublishSignature_Admission(t *testing.T) {
+	svc := New(newMemStore(), nil)
+	_, priv, _ := ed25519.GenerateKey(nil)
+	good := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{good}); err != nil {
+		t.Fatalf("valid entry refused: %v", err)
+	}
+	bad := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
+	bad.GetSealedCommitLogEntry().Signature[5] ^= 0x40
+	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{bad})
+	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("tampered signature: %v", err)
+	}
+	short := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
+	short.GetSealedCommitLogEntry().Signature = short.GetSealedCommitLogEntry().Signature[:63]
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{short}); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("63-byte signature: %v", err)
+	}
+}
+
+// TOPIC-001/TOPIC-002 (companion topics): identifier lengths per kind.
+func TestCOMPTopics_IdentifierLength(t *testing.T) {
+	for _, c := range []struct {
+		kind ports.TopicKind
+		n    int
+		ok   bool
+	}{
+		{ports.TopicGroupMessages, 16, true}, {ports.TopicGroupMessages, 32, true}, {ports.TopicGroupMessages, 31, false},
+		{ports.TopicWelcomes, 32, true}, {ports.TopicWelcomes, 16, false},
+		{ports.TopicIdentityUpdates, 32, true}, {ports.TopicIdentityUpdates, 33, false},
+		{ports.TopicKeyPackages, 32, true}, {ports.TopicKeyPackages, 0, false},
+		{ports.TopicCommitLog, 32, true}, {ports.TopicCommitLog, 16, false},
+		{0x05, 32, false},
+	} {
+		_, _, err := ParseTopic(append([]byte{byte(c.kind)}, make([]byte, c.n)...))
+		if (err == nil) != c.ok {
+			t.Errorf("kind 0x%02x, %d bytes: err = %v, want ok=%v", byte(c.kind), c.n, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ports.ErrInvalidArgument) {
+			t.Errorf("error %v does not wrap ErrInvalidArgument", err)
+		}
+	}
+}
+
+type refuseAll struct{ calls int }
+
+func (r *refuseAll) ValidateKeyPackage(_ context.Context, key, kp []byte) error {
+	r.calls++
+	return errors.New("0xff03 extension does not decode")
+}
+
+func keyPackage(key []byte) *backendpb.ClientEnvelope {
+	return &backendpb.ClientEnvelope{
+		TargetTopic: append([]byte{byte(ports.TopicKeyPackages)}, key...),
+		Payload:     &backendpb.ClientEnvelope_KeyPackage{KeyPackage: &apipb.KeyPackage{KeyPackageTlsSerialized: []byte{0, 1, 0, 3}}},
+	}
+}
+
+// JOIN-090: the backend at admission rejects a key package its validator
+// refuses, with the validator's reason; nil validator keeps structural checks.
+func TestJOIN090_KeyPackageAdmission(t *testing.T) {
+	v := &refuseAll{}
+	svc := New(newMemStore(), &Options{KeyPackageValidator: v})
+	key := make([]byte, 32)
+	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{keyPackage(key)})
+	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "0xff03") || v.calls != 1 {
+		t.Fatalf("refused key package: %v (validator calls %d)", err, v.calls)
+	}
+	plain := New(newMemStore(), nil)
+	if _, err := plain.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{keyPackage(key)}); err != nil {
+		t.Fatalf("structurally valid key package without validator: %v", err)
+	}
+	empty := keyPackage(key)
+	empty.GetKeyPackage().KeyPackageTlsSerialized = nil
+	if _, err := plain.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{empty}); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("empty key package: %v", err)
+	}
+	if _, err := plain.Query(ctx(t), authed, keyPackage(key).GetTargetTopic(), 0, 0); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("Query on a key-package topic: %v", err)
+	}
+	if e, err := plain.QueryNewest(ctx(t), ports.Caller{}, keyPackage(key).GetTargetTopic()); err != nil || e.GetSequenceId() != 1 {
+		t.Fatalf("anonymous QueryNewest of key packages: %v, %v", e, err)
+	}
+}
+
+// Identity updates are admitted only on the topic of their inbox id, the
+// SHA-256 of their recovery key (companion Identity).
+func TestCOMPIdentity_UpdateTopic(t *testing.T) {
+	svc := New(newMemStore(), nil)
+	rpk, _, _ := ed25519.GenerateKey(nil)
+	sum := sha256.Sum256(rpk)
+	upd := func(topicID []byte, inbox string) *backendpb.ClientEnvelope {
+		return &backendpb.ClientEnvelope{
+			TargetTopic: append([]byte{byte(ports.TopicIdentityUpdates)}, topicID...),
+			Payload: &backendpb.ClientEnvelope_IdentityUpdate{IdentityUpdate: &identitypb.IdentityUpdate{
+				InboxId: inbox, RecoveryPublicKey: rpk,
+				Action: &identitypb.IdentityUpdate_RevokeInstallation{RevokeInstallation: &identitypb.RevokeInstallation{InstallationKey: make([]byte, 32)}},
+			}},
+		}
+	}
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(sum[:], hex.EncodeToString(sum[:]))}); err != nil {
+		t.Fatalf("valid identity update: %v", err)
+	}
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(make([]byte, 32), hex.EncodeToString(sum[:]))}); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("identity update on another inbox's topic: %v", err)
+	}
+}
+
+// OPS-001: commit-log envelopes never expire; other kinds follow Retention.
+func TestOPS001_CommitLogNeverExpires(t *testing.T) {
+	fc := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	store := newMemStore()
+	svc := New(store, &Options{Clock: fc, Retention: map[ports.TopicKind]time.Duration{
+		ports.TopicGroupMessages: time.Hour, ports.TopicCommitLog: time.Hour,
+	}})
+	_, priv, _ := ed25519.GenerateKey(nil)
+	entry := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
+	group := transporttest.RandomGroupTopic()
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{entry, transporttest.GroupMessage(group, []byte("m"))}); err != nil {
+		t.Fatal(err)
+	}
+	fc.now = fc.now.Add(2 * time.Hour)
+	n, err := svc.SweepExpired(ctx(t))
+	if err != nil || n != 1 {
+		t.Fatalf("sweep deleted %d (%v), want the group message only", n, err)
+	}
+	if got, _ := svc.Query(ctx(t), authed, entry.GetTargetTopic(), 0, 0); len(got) != 1 {
+		t.Fatal("commit-log entry was swept")
+	}
+	if got, _ := svc.Query(ctx(t), authed, group, 0, 0); len(got) != 0 {
+		t.Fatal("expired group message survived the sweep")
+	}
+	if h, _ := svc.HighestSequenceID(ctx(t), authed, group); h != 1 {
+		t.Fatalf("highest id after sweep = %d, want 1 (ids are never reused)", h)
+	}
+}
+
+// The auth signature is Ed25519ctx under AuthContext over the challenge.
+func TestCOMPAuth_ChallengeSignature(t *testing.T) {
+	svc := New(newMemStore(), nil)
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	challenge := []byte("0123456789abcdef0123456789abcdef")
+	sig, _ := priv.Sign(nil, challenge, &ed25519.Options{Context: ports.AuthContext})
+	c, err := svc.Authenticate(ctx(t), challenge, pub, sig)
+	if err != nil || string(c.InstallationKey) != string(pub) {
+		t.Fatalf("Authenticate = %v, %v", c, err)
+	}
+	plain := ed25519.Sign(priv, challenge)
+	if _, err := svc.Authenticate(ctx(t), challenge, pub, plain); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("signature without context accepted: %v", err)
+	}
+	if _, err := svc.Authenticate(ctx(t), []byte("other challenge!!"), pub, sig); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("signature over another challenge accepted: %v", err)
+	}
+}
+
+// A subscription woken by commits delivers every id in order, also when
+// publishes race with it (the FORK-030 reader property).
+func TestFORK030_SubscriptionGapFree(t *testing.T) {
+	svc := New(newMemStore(), &Options{PollInterval: time.Hour})
+	topic := transporttest.RandomGroupTopic()
+	sub, err := svc.Subscribe(ctx(t), authed, []ports.TopicCursor{{Topic: topic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	const n = 300
+	go func() {
+		for i := 0; i < n; i++ {
+			_, _ = svc.Publish(context.Background(), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte{1})})
+		}
+	}()
+	for want := uint64(1); want <= n; want++ {
+		e, err := sub.Next(ctx(t))
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if e.GetSequenceId() != want {
+			t.Fatalf("got id %d, want %d", e.GetSequenceId(), want)
+		}
+	}
+	sub.Close()
+	if _, err := sub.Next(ctx(t)); !errors.Is(err, ports.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+func TestPublish_NeedsAuthentication(t *testing.T) {
+	svc := New(newMemStore(), nil)
+	_, err := svc.Publish(ctx(t), ports.Caller{}, []*backendpb.ClientEnvelope{transporttest.GroupMessage(transporttest.RandomGroupTopic(), []byte("x"))})
+	if !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("anonymous publish: %v", err)
+	}
+}
+
+// stepClock is a clock whose Now moves only when the test sets it.
+type stepClock struct{ now time.Time }
+
+func (c *stepClock) Now() time.Time                         { return c.now }
+func (c *stepClock) After(d time.Duration) <-chan time.Time { return make(chan time.Time) }

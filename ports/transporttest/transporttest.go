@@ -1,0 +1,181 @@
+// Package transporttest is the contract suite of [ports.Transport]: an
+// adapter author implements [Harness] and calls [Run] from a test in the
+// adapter's package. Each case is named after the rule it checks
+// (companion definitions: topics, sequence ids, publish signature; API-201
+// prefix reads; API-244 highest sequence id; API-286 to API-289 sequence
+// ids; the FORK-021 and FORK-030 ordering the commit log relies on).
+package transporttest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/apipb"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// Caps declares what the service under test can do; a case that needs a
+// missing capability is skipped with the reason.
+type Caps struct {
+	// MaxEnvelopeBytes is the service's envelope size limit; 0 skips the
+	// size case.
+	MaxEnvelopeBytes int
+	// Bounce reports that [Harness.Bounce] is implemented.
+	Bounce bool
+}
+
+// Harness connects the suite to one fresh, empty delivery service. Run
+// makes one harness per case; the harness releases everything through
+// t.Cleanup.
+type Harness interface {
+	// Caps declares the harness's capabilities.
+	Caps() Caps
+	// NewTransport returns a transport authenticated as a fresh
+	// installation.
+	NewTransport(t *testing.T) ports.Transport
+	// NewAnonymousTransport returns a transport that proves no identity.
+	NewAnonymousTransport(t *testing.T) ports.Transport
+	// Bounce breaks every connection to the service and brings it back on
+	// the same data (a restart), while transports stay open.
+	Bounce(t *testing.T)
+}
+
+// Run runs every case, each on a harness from newHarness.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"COMP_SequenceIDs_StartAtOneAndIncrease", testIDsStartAtOne},
+		{"API201_QueryReturnsPrefixInOrder", testPrefixInOrder},
+		{"Query_Paging", testPaging},
+		{"QueryNewest", testNewest},
+		{"API244_HighestSequenceID", testHighest},
+		{"Subscribe_BacklogThenNew", testSubscribeBacklog},
+		{"Subscribe_ResumeNoGapAcrossReconnect", testSubscribeResume},
+		{"Subscribe_NoGapAcrossServerRestart", testSubscribeBounce},
+		{"COMP_PublishSignature_Admission", testPublishSignature},
+		{"InvalidArgument_Reasons", testInvalidArgument},
+		{"InvalidArgument_BatchStoresNothing", testBatchAtomic},
+		{"FORK021_ConcurrentPublishersNoGaps", testConcurrentPublishers},
+		{"FORK030_ReaderNeverSeesGap", testReaderNeverSeesGap},
+		{"Auth_CapabilityTopicsNeedNoIdentity", testAnonymous},
+		{"CtxDeadlineHonoured", testDeadline},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.fn(t, newHarness(t))
+		})
+	}
+}
+
+// Topic returns kind || id.
+func Topic(kind ports.TopicKind, id []byte) []byte {
+	return append([]byte{byte(kind)}, id...)
+}
+
+// RandomGroupTopic returns a group-message topic with a random 32-byte
+// group id.
+func RandomGroupTopic() []byte { return Topic(ports.TopicGroupMessages, random(32)) }
+
+// GroupMessage returns a group-message envelope carrying payload.
+func GroupMessage(topic, payload []byte) *backendpb.ClientEnvelope {
+	return &backendpb.ClientEnvelope{
+		TargetTopic: topic,
+		Payload:     &backendpb.ClientEnvelope_GroupMessage{GroupMessage: payload},
+	}
+}
+
+// Welcome returns a welcome envelope for the 32-byte installation key.
+func Welcome(installationKey, data []byte) *backendpb.ClientEnvelope {
+	return &backendpb.ClientEnvelope{
+		TargetTopic: Topic(ports.TopicWelcomes, installationKey),
+		Payload: &backendpb.ClientEnvelope_WelcomeMessage{WelcomeMessage: &apipb.WelcomeMessage{
+			Version: &apipb.WelcomeMessage_V1_{V1: &apipb.WelcomeMessage_V1{
+				InstallationKey: installationKey, Data: data, HpkePublicKey: random(32),
+			}},
+		}},
+	}
+}
+
+// SealedEntry returns a commit-log envelope on the topic of priv's public
+// key, signed under priv as the companion publish signature defines:
+// Ed25519ctx with context [ports.PublishContext] over the deterministic
+// encoding of CommitLogEntryTBS{topic, nonce, ciphertext}.
+func SealedEntry(priv ed25519.PrivateKey, nonce, ciphertext []byte) *backendpb.ClientEnvelope {
+	id := []byte(priv.Public().(ed25519.PublicKey))
+	topic := Topic(ports.TopicCommitLog, id)
+	tbs, err := proto.MarshalOptions{Deterministic: true}.Marshal(&backendpb.CommitLogEntryTBS{
+		Topic: topic, Nonce: nonce, Ciphertext: ciphertext,
+	})
+	if err != nil {
+		panic(err) // three bytes fields always marshal
+	}
+	sig, err := priv.Sign(nil, tbs, &ed25519.Options{Context: ports.PublishContext})
+	if err != nil {
+		panic(err)
+	}
+	return &backendpb.ClientEnvelope{
+		TargetTopic: topic,
+		Payload: &backendpb.ClientEnvelope_SealedCommitLogEntry{SealedCommitLogEntry: &backendpb.SealedCommitLogEntry{
+			CommitLogId: id, Nonce: nonce, Ciphertext: ciphertext, Signature: sig,
+		}},
+	}
+}
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func publish(t *testing.T, ctx context.Context, tr ports.Transport, envs ...*backendpb.ClientEnvelope) []uint64 {
+	t.Helper()
+	ids, err := tr.Publish(ctx, envs)
+	if err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if len(ids) != len(envs) {
+		t.Fatalf("Publish returned %d ids for %d envelopes", len(ids), len(envs))
+	}
+	return ids
+}
+
+func queryAll(t *testing.T, ctx context.Context, tr ports.Transport, topic []byte) []*backendpb.OriginatorEnvelope {
+	t.Helper()
+	var all []*backendpb.OriginatorEnvelope
+	var after uint64
+	for {
+		page, err := tr.Query(ctx, topic, after, 0)
+		if err != nil {
+			t.Fatalf("Query: %v", err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].GetSequenceId()
+	}
+}
+
+// checkPrefix fails unless envs carry ids 1..len(envs) in order.
+func checkPrefix(t *testing.T, envs []*backendpb.OriginatorEnvelope) {
+	t.Helper()
+	for i, e := range envs {
+		if e.GetSequenceId() != uint64(i+1) {
+			t.Fatalf("envelope %d has sequence id %d, want %d (not a prefix in order)", i, e.GetSequenceId(), i+1)
+		}
+	}
+}
