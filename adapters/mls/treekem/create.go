@@ -1,0 +1,97 @@
+package treekem
+
+import (
+	"crypto/rand"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+)
+
+// CreatePath builds the committer's UpdatePath (§7.4–7.6) and applies it to
+// tree and to p. leaf is the template of the new leaf node: CreatePath sets
+// its encryption key to a fresh key pair, its source to commit, its parent
+// hash, and signs it with sigPriv for groupID. exclude lists leaves added by
+// the same commit. groupContext returns the provisional GroupContext
+// encoding for the tree hash after the path is applied; path secrets are
+// encrypted under it. CreatePath returns the path and the commit_secret.
+func (p *PrivateState) CreatePath(tree *ratchettree.Tree, leaf *message.LeafNode, sigPriv, groupID []byte,
+	exclude []treemath.LeafIndex, groupContext func(treeHash []byte) ([]byte, error)) (*message.UpdatePath, []byte, error) {
+	s := tree.Suite()
+	if tree.Leaf(p.leaf) == nil {
+		return nil, nil, fmt.Errorf("%w: own leaf %d is blank", ErrPathMismatch, p.leaf)
+	}
+	fdp := tree.FilteredDirectPath(p.leaf)
+	secrets := make([][]byte, len(fdp)+1) // the last one is the commit secret
+	secrets[0] = make([]byte, s.HashSize())
+	if _, err := rand.Read(secrets[0]); err != nil {
+		return nil, nil, fmt.Errorf("create path: %w", err)
+	}
+	privs := make([][]byte, len(fdp))
+	pubs := make([][]byte, len(fdp))
+	for i := range fdp {
+		var err error
+		if privs[i], pubs[i], err = NodeKeyPair(s, secrets[i]); err != nil {
+			return nil, nil, err
+		}
+		if secrets[i+1], err = s.DeriveSecret(secrets[i], "path"); err != nil {
+			return nil, nil, err
+		}
+	}
+	leafPriv, leafPub, err := s.GenerateHPKEKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	ph, err := applyPathKeys(tree, p.leaf, pubs)
+	if err != nil {
+		return nil, nil, err
+	}
+	nl := *leaf
+	nl.EncryptionKey, nl.Source, nl.ParentHash = leafPub, message.SourceCommit, ph
+	if err := nl.Sign(s, sigPriv, groupID, uint32(p.leaf)); err != nil {
+		return nil, nil, err
+	}
+	if err := tree.SetLeaf(p.leaf, &nl); err != nil {
+		return nil, nil, err
+	}
+	th, err := tree.TreeHash()
+	if err != nil {
+		return nil, nil, err
+	}
+	gc, err := groupContext(th)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create path: group context: %w", err)
+	}
+	path := &message.UpdatePath{LeafNode: nl, Nodes: make([]message.UpdatePathNode, len(fdp))}
+	ex := excludeSet(exclude)
+	n := tree.LeafCount()
+	for i, x := range fdp {
+		below := p.leaf.Node()
+		if i > 0 {
+			below = fdp[i-1]
+		}
+		node := message.UpdatePathNode{EncryptionKey: pubs[i], EncryptedPathSecret: []message.HPKECiphertext{}}
+		for _, r := range tree.ResolutionExcluding(copathChild(x, below, n), ex) {
+			kem, ct, err := s.EncryptWithLabel(tree.EncryptionKey(r), encryptLabel, gc, secrets[i])
+			if err != nil {
+				return nil, nil, fmt.Errorf("create path: encrypt to node %d: %w", r, err)
+			}
+			node.EncryptedPathSecret = append(node.EncryptedPathSecret, message.HPKECiphertext{KEMOutput: kem, Ciphertext: ct})
+		}
+		path.Nodes[i] = node
+	}
+	for _, x := range treemath.DirectPath(p.leaf.Node(), n) {
+		p.Forget(x)
+	}
+	p.Forget(p.leaf.Node())
+	p.keys[p.leaf.Node()] = leafPriv
+	for i, x := range fdp {
+		p.keys[x] = privs[i]
+	}
+	commit := secrets[len(fdp)]
+	for _, sec := range secrets[:len(fdp)] {
+		clear(sec)
+	}
+	return path, commit, nil
+}
