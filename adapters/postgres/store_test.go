@@ -33,6 +33,7 @@ type harness struct {
 	t      testing.TB
 	dsn    string
 	schema string
+	raw    int // rows RawInsert has written
 }
 
 func newHarness(t testing.TB) *harness {

@@ -67,11 +67,16 @@ func TestBadInputRefused(t *testing.T) {
 	s := openPath(t, filepath.Join(t.TempDir(), "b.db"))
 	ctx := context.Background()
 	for what, fn := range map[string]func(tx ports.Tx) error{
-		"empty group id":       func(tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{}) },
-		"cursor above 2^63-1":  func(tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{ID: []byte("g"), Cursor: math.MaxUint64}) },
+		"empty group id": func(tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{}) },
+		"cursor above 2^63-1": func(tx ports.Tx) error {
+			return tx.Groups().Insert(ctx, ports.Group{ID: []byte("g"), Cursor: math.MaxUint64})
+		},
 		"empty topic":          func(tx ports.Tx) error { _, err := tx.ProcessedEnvelopes().Mark(ctx, nil, 1); return err },
 		"empty blob namespace": func(tx ports.Tx) error { return tx.Blobs().Put(ctx, "", "k", nil) },
-		"welcome seq too big":  func(tx ports.Tx) error { _, err := tx.HeldWelcomes().Put(ctx, ports.HeldWelcome{SequenceID: 1 << 63}); return err },
+		"welcome seq too big": func(tx ports.Tx) error {
+			_, err := tx.HeldWelcomes().Put(ctx, ports.HeldWelcome{SequenceID: 1 << 63})
+			return err
+		},
 	} {
 		if err := s.Tx(ctx, fn); !errors.Is(err, gormstore.ErrBadRecord) {
 			t.Errorf("%s: %v, want ErrBadRecord", what, err)

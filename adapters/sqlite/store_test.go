@@ -15,6 +15,7 @@ import (
 type harness struct {
 	t    testing.TB
 	path string
+	raw  int // rows RawInsert has written
 }
 
 func newHarness(t testing.TB) *harness { return &harness{t: t} }
