@@ -94,7 +94,9 @@ func Bench(b *testing.B, newHarness func(b *testing.B) Harness) {
 		h := newHarness(b)
 		s := open(b, h)
 		g := gid(3)
-		must(b, s, func(ctx context.Context, tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{ID: g, Active: true}) })
+		must(b, s, func(ctx context.Context, tx ports.Tx) error {
+			return tx.Groups().Insert(ctx, ports.Group{ID: g, Active: true})
+		})
 		state := bytes.Repeat([]byte{0x5a}, 16<<10)
 		b.SetBytes(int64(len(state)))
 		b.ResetTimer()
