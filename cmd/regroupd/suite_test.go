@@ -19,7 +19,7 @@ const testLimit = 64 << 10
 // openStore opens a fresh store on db ("sqlite" or "postgres"). PostgreSQL
 // needs REGROUP_POSTGRES_DSN: without it the test skips, and fails when
 // CI=true. Each PostgreSQL store gets a fresh schema, dropped afterwards.
-func openStore(t *testing.T, db string) (*deliverydb.Store, func() *deliverydb.Store) {
+func openTestStore(t *testing.T, db string) (*deliverydb.Store, func() *deliverydb.Store) {
 	t.Helper()
 	ctx := context.Background()
 	switch db {
@@ -75,7 +75,7 @@ func TestMemTransport(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			transporttest.Run(t, func(t *testing.T) transporttest.Harness {
-				store, _ := openStore(t, db)
+				store, _ := openTestStore(t, db)
 				t.Cleanup(func() { store.Close() })
 				return &memHarness{svc: delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})}
 			})

@@ -47,6 +47,10 @@ type Options struct {
 	DefaultPageSize int
 	// MaxPageSize caps a Query's limit; default 1000.
 	MaxPageSize int
+	// MaxPageBytes caps the serialized envelopes of one Query page (a page
+	// holds at least one envelope); default 4 MiB, so that a page fits a
+	// transport message.
+	MaxPageBytes int
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
 	// PollInterval is how often a subscription re-reads its topics even
@@ -80,6 +84,7 @@ func (o *Options) withDefaults() Options {
 	def(&r.MaxBatch, 256)
 	def(&r.DefaultPageSize, 100)
 	def(&r.MaxPageSize, 1000)
+	def(&r.MaxPageBytes, 4<<20)
 	def(&r.MaxCursors, 1024)
 	if r.PollInterval <= 0 {
 		r.PollInterval = time.Second
@@ -201,11 +206,18 @@ func (s *Service) rangeTopic(ctx context.Context, topic []byte, after uint64, li
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	out := make([]*backendpb.OriginatorEnvelope, len(rows))
-	for i, r := range rows {
-		if out[i], err = decodeStored(r); err != nil {
+	out := make([]*backendpb.OriginatorEnvelope, 0, len(rows))
+	size := 0
+	for _, r := range rows {
+		size += len(r.Envelope) + 32
+		if size > s.opts.MaxPageBytes && len(out) > 0 {
+			break // a shorter page: the reader continues from its last id
+		}
+		e, err := decodeStored(r)
+		if err != nil {
 			return nil, fmt.Errorf("query: %w", err)
 		}
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -159,7 +159,7 @@ func (sub *subscription) drain(parent context.Context) error {
 					return nil
 				}
 			}
-			if len(page) < sub.svc.opts.MaxPageSize {
+			if len(page) == 0 {
 				break
 			}
 		}

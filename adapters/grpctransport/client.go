@@ -1,0 +1,192 @@
+package grpctransport
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/deliverypb"
+)
+
+// ClientOptions configures a [Client]. Zero fields select the defaults.
+type ClientOptions struct {
+	// InstallationKey proves the client's installation on each connection.
+	// Nil makes the client anonymous: it can read capability and public
+	// topics only.
+	InstallationKey ed25519.PrivateKey
+	// TLS, when set, secures the connection; nil connects in plaintext
+	// (loopback and tests).
+	TLS *tls.Config
+	// MaxMessageBytes bounds one message either way; default 16 MiB, the
+	// server's default.
+	MaxMessageBytes int
+	// ResubscribeBackoff is the first delay before a broken subscription
+	// stream is re-opened; it doubles up to 2s. Default 50ms.
+	ResubscribeBackoff time.Duration
+	// DialOptions are appended to the client's gRPC dial options.
+	DialOptions []grpc.DialOption
+}
+
+// Client is a [ports.Transport] to a regroupd. gRPC reconnects it after a
+// broken connection; a call that needs an identity re-proves the
+// installation key on the new connection by itself.
+type Client struct {
+	cc   *grpc.ClientConn
+	api  deliverypb.DeliveryClient
+	opts ClientOptions
+
+	authMu sync.Mutex
+}
+
+var _ ports.Transport = (*Client)(nil)
+
+// Dial returns a client for the regroupd at target (host:port). It does not
+// wait for a connection: calls fail with [ports.ErrUnavailable] while none
+// can be made.
+func Dial(target string, opts *ClientOptions) (*Client, error) {
+	var o ClientOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 16 << 20
+	}
+	if o.ResubscribeBackoff <= 0 {
+		o.ResubscribeBackoff = 50 * time.Millisecond
+	}
+	creds := insecure.NewCredentials()
+	if o.TLS != nil {
+		creds = credentials.NewTLS(o.TLS)
+	}
+	dopts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(o.MaxMessageBytes), grpc.MaxCallSendMsgSize(o.MaxMessageBytes)),
+	}, o.DialOptions...)
+	cc, err := grpc.NewClient(target, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w: %v", target, ports.ErrUnavailable, err)
+	}
+	return &Client{cc: cc, api: deliverypb.NewDeliveryClient(cc), opts: o}, nil
+}
+
+// Close closes the connection; later calls fail with [ports.ErrUnavailable].
+func (c *Client) Close() error { return c.cc.Close() }
+
+// authenticate proves the installation key on the current connection.
+func (c *Client) authenticate(ctx context.Context) error {
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	ch, err := c.api.Challenge(ctx, &deliverypb.ChallengeRequest{})
+	if err != nil {
+		return err
+	}
+	sig, err := c.opts.InstallationKey.Sign(nil, ch.GetChallenge(), &ed25519.Options{Context: ports.AuthContext})
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	_, err = c.api.Authenticate(ctx, &deliverypb.AuthenticateRequest{
+		InstallationKey: c.opts.InstallationKey.Public().(ed25519.PublicKey), Signature: sig,
+	})
+	return err
+}
+
+// call runs fn; when it fails Unauthenticated and the client has a key
+// (the connection is new, or was never authenticated), it authenticates
+// and runs fn once more.
+func (c *Client) call(ctx context.Context, op string, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w: %w", op, ports.ErrUnavailable, err)
+	}
+	err := fn()
+	if status.Code(err) == codes.Unauthenticated && c.opts.InstallationKey != nil {
+		if aerr := c.authenticate(ctx); aerr != nil {
+			return FromStatus(ctx, op+": authenticate", aerr)
+		}
+		err = fn()
+	}
+	return FromStatus(ctx, op, err)
+}
+
+// Publish implements [ports.Transport.Publish].
+func (c *Client) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	req := &deliverypb.PublishRequest{Envelopes: envs}
+	if n := proto.Size(req); n > c.opts.MaxMessageBytes {
+		return nil, fmt.Errorf("publish: %w: batch is %d bytes, message limit %d", ports.ErrInvalidArgument, n, c.opts.MaxMessageBytes)
+	}
+	var resp *deliverypb.PublishResponse
+	err := c.call(ctx, "publish", func() (err error) {
+		resp, err = c.api.Publish(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetSequenceIds()) != len(envs) {
+		return nil, fmt.Errorf("publish: %w: server returned %d ids for %d envelopes", ports.ErrUnavailable, len(resp.GetSequenceIds()), len(envs))
+	}
+	return resp.GetSequenceIds(), nil
+}
+
+// Query implements [ports.Transport.Query].
+func (c *Client) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	if limit < 0 {
+		limit = 0
+	}
+	var resp *deliverypb.QueryResponse
+	err := c.call(ctx, "query", func() (err error) {
+		resp, err = c.api.Query(ctx, &deliverypb.QueryRequest{Topic: topic, After: after, Limit: uint32(min(limit, 1<<31))})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetEnvelopes(), nil
+}
+
+// QueryNewest implements [ports.Transport.QueryNewest].
+func (c *Client) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {
+	var resp *deliverypb.QueryNewestResponse
+	err := c.call(ctx, "query newest", func() (err error) {
+		resp, err = c.api.QueryNewest(ctx, &deliverypb.QueryNewestRequest{Topic: topic})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetEnvelope() == nil {
+		return nil, fmt.Errorf("query newest: %w: server returned no envelope", ports.ErrUnavailable)
+	}
+	return resp.GetEnvelope(), nil
+}
+
+// HighestSequenceID implements [ports.Transport.HighestSequenceID].
+func (c *Client) HighestSequenceID(ctx context.Context, topic []byte) (uint64, error) {
+	var resp *deliverypb.HighestSequenceIdResponse
+	err := c.call(ctx, "highest sequence id", func() (err error) {
+		resp, err = c.api.HighestSequenceId(ctx, &deliverypb.HighestSequenceIdRequest{Topic: topic})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return resp.GetSequenceId(), nil
+}
+
+// permanent reports whether a subscription error will recur on retry.
+func permanent(err error) bool {
+	return errors.Is(err, ports.ErrInvalidArgument) || errors.Is(err, ports.ErrUnauthenticated) ||
+		errors.Is(err, ports.ErrNotFound)
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/adapters/deliverydb"
+	"github.com/regroup-mls/regroup/adapters/grpctransport"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/ports/transporttest"
+)
+
+// testConfig returns a regroupd configuration on 127.0.0.1:0 over a fresh
+// database: a SQLite file, or a fresh PostgreSQL schema dropped after the
+// test (skipped without REGROUP_POSTGRES_DSN, failed when CI=true).
+func testConfig(t *testing.T, db string) config {
+	t.Helper()
+	cfg, err := parseConfig([]string{"-listen", "127.0.0.1:0", "-health-listen", "", "-max-envelope-bytes", "65536", "-shutdown-timeout", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch db {
+	case "sqlite":
+		cfg.Database = filepath.Join(t.TempDir(), "regroupd.db")
+	default:
+		dsn := os.Getenv("REGROUP_POSTGRES_DSN")
+		if dsn == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("REGROUP_POSTGRES_DSN is unset and CI=true: the PostgreSQL suite must run in CI")
+			}
+			t.Skip("REGROUP_POSTGRES_DSN unset: set it to a PostgreSQL DSN to run the suite on PostgreSQL")
+		}
+		cfg.Database, cfg.PostgresSchema = dsn, deliverydb.FreshSchemaName()
+		t.Cleanup(func() {
+			if s, err := deliverydb.OpenPostgres(context.Background(), dsn, &deliverydb.Options{Schema: cfg.PostgresSchema}); err == nil {
+				s.DropSchema(context.Background())
+				s.Close()
+			}
+		})
+	}
+	return cfg
+}
+
+type grpcHarness struct {
+	cfg config
+	srv *server
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newGRPCHarness(t *testing.T, db string) *grpcHarness {
+	h := &grpcHarness{cfg: testConfig(t, db)}
+	srv, err := start(context.Background(), h.cfg, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv = srv
+	h.cfg.Listen = srv.lis.Addr().String() // a restart comes back on the same port
+	t.Cleanup(func() { h.srv.stop() })
+	return h
+}
+
+func (h *grpcHarness) Caps() transporttest.Caps {
+	return transporttest.Caps{MaxEnvelopeBytes: h.cfg.MaxEnvelopeBytes, Bounce: true}
+}
+
+func (h *grpcHarness) dial(t *testing.T, key ed25519.PrivateKey) ports.Transport {
+	c, err := grpctransport.Dial(h.cfg.Listen, &grpctransport.ClientOptions{InstallationKey: key, ResubscribeBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (h *grpcHarness) NewTransport(t *testing.T) ports.Transport {
+	_, key, _ := ed25519.GenerateKey(nil)
+	return h.dial(t, key)
+}
+
+func (h *grpcHarness) NewAnonymousTransport(t *testing.T) ports.Transport { return h.dial(t, nil) }
+
+// Bounce stops regroupd (ending every connection and stream) and starts it
+// again on the same address and database.
+func (h *grpcHarness) Bounce(t *testing.T) {
+	h.srv.stop()
+	var err error
+	for i := 0; i < 50; i++ {
+		if h.srv, err = start(context.Background(), h.cfg, quietLog()); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("restart regroupd: %v", err)
+}
+
+func TestGRPCTransport(t *testing.T) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		t.Run(db, func(t *testing.T) {
+			transporttest.Run(t, func(t *testing.T) transporttest.Harness { return newGRPCHarness(t, db) })
+		})
+	}
+}

@@ -1,0 +1,57 @@
+// Command regroupd is regroup's delivery service: core/delivery over a
+// SQLite file or a PostgreSQL database, served over gRPC
+// (adapters/grpctransport), with an HTTP health endpoint, structured logs
+// and graceful shutdown on SIGINT or SIGTERM.
+//
+// Usage:
+//
+//	regroupd [-listen 127.0.0.1:5050] [-database regroupd.db | -database postgres://…]
+//	         [-tls-cert cert.pem -tls-key key.pem] [-rate 1000 -burst 2000] …
+//
+// Run regroupd -h for every flag and its environment variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "regroupd:", err)
+		os.Exit(2)
+	}
+	log := newLogger(cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := start(ctx, cfg, log)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "signal", "received")
+	srv.stop()
+	log.Info("stopped")
+}
+
+func newLogger(cfg config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}

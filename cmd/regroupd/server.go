@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/regroup-mls/regroup/adapters/deliverydb"
+	"github.com/regroup-mls/regroup/adapters/grpctransport"
+	"github.com/regroup-mls/regroup/core/delivery"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// server is one running regroupd.
+type server struct {
+	log      *slog.Logger
+	store    *deliverydb.Store
+	svc      *delivery.Service
+	rpc      *grpctransport.Server
+	gs       *grpc.Server
+	lis      net.Listener
+	health   *http.Server
+	healthLn net.Listener
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	timeout  time.Duration
+}
+
+func openStore(ctx context.Context, cfg config) (*deliverydb.Store, error) {
+	if cfg.postgres() {
+		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema})
+	}
+	return deliverydb.OpenSQLite(ctx, cfg.Database, nil)
+}
+
+// start opens the database, listens, and serves until stop.
+func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
+	store, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout}
+	s.svc = delivery.New(store, &delivery.Options{
+		MaxEnvelopeBytes: cfg.MaxEnvelopeBytes,
+		MaxBatch:         cfg.MaxBatch,
+		Retention:        cfg.Retention,
+	})
+	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
+		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst, Logger: log,
+		MaxMessageBytes: max(16<<20, cfg.MaxEnvelopeBytes*2),
+	})
+	var extra []grpc.ServerOption
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("load TLS key pair: %w", err)
+		}
+		extra = append(extra, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	}
+	s.gs = s.rpc.GRPCServer(extra...)
+	if s.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		if err := s.gs.Serve(s.lis); err != nil {
+			log.Error("grpc serve", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.svc.RunRetention(bg, cfg.SweepInterval, func(n int64, err error) {
+			if err != nil {
+				log.Warn("retention sweep failed", "err", err)
+			} else if n > 0 {
+				log.Info("retention sweep", "deleted", n)
+			}
+		})
+	}()
+	if cfg.HealthListen != "" {
+		if err := s.startHealth(cfg.HealthListen); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
+	db := "sqlite"
+	if cfg.postgres() {
+		db = "postgres"
+	}
+	attrs := []any{"grpc_addr", s.lis.Addr().String(), "database", db, "tls", cfg.TLSCert != ""}
+	if s.healthLn != nil {
+		attrs = append(attrs, "health_addr", s.healthLn.Addr().String())
+	}
+	log.Info("regroupd listening", attrs...)
+	return s, nil
+}
+
+// startHealth serves GET /healthz: 200 "ok" when the database answers.
+func (s *server) startHealth(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("health listen: %w", err)
+	}
+	probe := append([]byte{byte(ports.TopicCommitLog)}, make([]byte, 32)...)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := s.store.Highest(ctx, probe); err != nil {
+			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.healthLn = ln
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.health.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("health serve", "err", err)
+		}
+	}()
+	return nil
+}
+
+// stop ends subscriptions, lets calls in flight finish (up to the shutdown
+// timeout), and closes the database.
+func (s *server) stop() {
+	s.rpc.Shutdown()
+	done := make(chan struct{})
+	go func() { s.gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.timeout):
+		s.log.Warn("graceful stop timed out; closing connections")
+		s.gs.Stop()
+	}
+	if s.health != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		_ = s.health.Shutdown(ctx)
+		cancel()
+	}
+	s.cancel()
+	s.wg.Wait()
+	if err := s.store.Close(); err != nil {
+		s.log.Warn("close database", "err", err)
+	}
+}
