@@ -82,8 +82,10 @@ func Load(t testing.TB, name string, v any) {
 			"or place them at <repo root>/../shared/testdata/mls-vectors", name, err)
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
+			return
 		}
 		t.Skip(msg)
+		return
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatalf("decode %s: %v", name, err)
