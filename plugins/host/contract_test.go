@@ -89,7 +89,8 @@ func inProcessHost(t testing.TB, impls ...any) *Host {
 		t.Fatal(err)
 	}
 	client, server := plugin.TestPluginGRPCConn(t, false, protocol.PluginSets(srv)[protocol.Version])
-	t.Cleanup(func() { client.Close(); server.Stop() })
+	_ = server // client.Close shuts the server down through the controller
+	t.Cleanup(func() { client.Close() })
 	raw, err := client.Dispense(protocol.PluginName)
 	if err != nil {
 		t.Fatal(err)
