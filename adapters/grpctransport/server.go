@@ -132,9 +132,9 @@ func (t connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.C
 	}
 	return context.WithValue(ctx, connKey{}, &conn{limiter: lim})
 }
-func (connTagger) HandleConn(context.Context, stats.ConnStats)                       {}
+func (connTagger) HandleConn(context.Context, stats.ConnStats)                     {}
 func (connTagger) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (connTagger) HandleRPC(context.Context, stats.RPCStats)                         {}
+func (connTagger) HandleRPC(context.Context, stats.RPCStats)                       {}
 
 func connOf(ctx context.Context) (*conn, error) {
 	c, ok := ctx.Value(connKey{}).(*conn)

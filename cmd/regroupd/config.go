@@ -93,8 +93,10 @@ func parseConfig(args []string) (config, error) {
 	c.MaxEnvelopeBytes = geti("max-envelope-bytes", maxEnv)
 	c.MaxBatch = geti("max-batch", maxBatch)
 	c.Burst = geti("burst", burst)
-	if c.RatePerSecond, err = strconv.ParseFloat(rate, 64); err != nil {
+	if r, e := strconv.ParseFloat(rate, 64); e != nil {
 		return c, fmt.Errorf("-rate: %q is not a number", rate)
+	} else {
+		c.RatePerSecond = r
 	}
 	c.Retention = map[ports.TopicKind]time.Duration{
 		ports.TopicGroupMessages:   getd("retention-group-messages", retention[0]),

@@ -14,6 +14,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/grpctransport"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/transporttest"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // testConfig returns a regroupd configuration on 127.0.0.1:0 over a fresh
@@ -103,7 +104,12 @@ func (h *grpcHarness) Bounce(t *testing.T) {
 func TestGRPCTransport(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
+			t.Parallel()
 			transporttest.Run(t, func(t *testing.T) transporttest.Harness { return newGRPCHarness(t, db) })
 		})
 	}
+}
+
+func transporttestBatch(topic []byte) []*backendpb.ClientEnvelope {
+	return []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("one")), transporttest.GroupMessage(topic, []byte("two"))}
 }

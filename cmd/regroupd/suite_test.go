@@ -74,6 +74,7 @@ func (h *memHarness) Bounce(t *testing.T) { t.Fatal("memtransport has no connect
 func TestMemTransport(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
+			t.Parallel()
 			transporttest.Run(t, func(t *testing.T) transporttest.Harness {
 				store, _ := openTestStore(t, db)
 				t.Cleanup(func() { store.Close() })

@@ -399,7 +399,7 @@ func testReaderNeverSeesGap(t *testing.T, h Harness) {
 		}()
 	}
 	reader := h.NewTransport(t)
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(time.Second)
 	reads := 0
 	for time.Now().Before(deadline) && !t.Failed() {
 		page, err := reader.Query(ctx, topic, 0, 1000)
