@@ -7,10 +7,13 @@ import (
 	"crypto/rand"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
@@ -34,6 +37,8 @@ type world struct {
 	svc   *delivery.Service
 	clock *clock.Fake
 	g     *groupModel
+	// states holds the group's state after each commit, by sequence id.
+	states map[uint64]groupModel
 }
 
 type member struct {
@@ -119,7 +124,22 @@ func (w *world) commit(change func(g *groupModel)) uint64 {
 	if change != nil {
 		change(w.g)
 	}
+	snap := *w.g
+	snap.members = slices.Clone(w.g.members)
+	snap.admins = slices.Clone(w.g.admins)
+	if w.states == nil {
+		w.states = map[uint64]groupModel{}
+	}
+	w.states[w.g.seq] = snap
 	return w.g.seq
+}
+
+// stateAt is the group's state after commit seq.
+func (w *world) stateAt(seq uint64) *groupModel {
+	if s, ok := w.states[seq]; ok {
+		return &s
+	}
+	return w.g
 }
 
 // skipMessages advances the group-message topic by n application messages.
@@ -245,13 +265,13 @@ func (c *client) join(anchor uint64) {
 // merge applies commit seq as the group did.
 func (c *client) merge(seq uint64, extra ...func(*commitlog.Merge)) {
 	c.w.t.Helper()
-	c.mergeView(seq, c.w.g.viewFor(c), extra...)
+	c.mergeView(seq, c.w.stateAt(seq).viewFor(c), extra...)
 }
 
 // mergeForked applies commit seq onto a state only this client holds.
 func (c *client) mergeForked(seq uint64) {
 	c.w.t.Helper()
-	v := c.w.g.viewFor(c)
+	v := c.w.stateAt(seq).viewFor(c)
 	v.EpochAuthenticator = randAuth()
 	c.mergeView(seq, v)
 }
@@ -384,35 +404,50 @@ func entrySeqs(es []*contentspb.PlaintextCommitLogEntry) []uint64 {
 func eq(a, b []uint64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 // operator is a delivery service operator that can place any envelope on a
-// topic: Query returns the real envelopes merged with injected ones.
+// topic: Query returns the real envelopes (their sequence ids multiplied by
+// scale, leaving room between them) merged with injected ones.
 type operator struct {
 	ports.Transport
+	scale    uint64
 	mu       sync.Mutex
 	injected []*backendpb.OriginatorEnvelope
 	repeat   bool // return every envelope again, ignoring after
+	reverse  bool // return each page in descending order
 }
 
-func (o *operator) inject(e *backendpb.OriginatorEnvelope) {
+func (o *operator) inject(seq uint64, env *backendpb.ClientEnvelope) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.injected = append(o.injected, e)
+	o.injected = append(o.injected, &backendpb.OriginatorEnvelope{SequenceId: seq, Envelope: env})
 }
 
 func (o *operator) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
 	if o.repeat {
 		after = 0
 	}
-	real, err := o.Transport.Query(ctx, topic, after, 1000)
+	scale := max(o.scale, 1)
+	real, err := o.Transport.Query(ctx, topic, after/scale, 1000)
 	if err != nil {
 		return nil, err
+	}
+	var out []*backendpb.OriginatorEnvelope
+	for _, e := range real {
+		c := proto.Clone(e).(*backendpb.OriginatorEnvelope)
+		c.SequenceId *= scale
+		if c.SequenceId > after {
+			out = append(out, c)
+		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.injected {
 		if e.GetSequenceId() > after && bytes.Equal(e.GetEnvelope().GetTargetTopic(), topic) {
-			real = append(real, e)
+			out = append(out, e)
 		}
 	}
-	sort.SliceStable(real, func(i, j int) bool { return real[i].GetSequenceId() < real[j].GetSequenceId() })
-	return real, nil
+	sort.SliceStable(out, func(i, j int) bool { return out[i].GetSequenceId() < out[j].GetSequenceId() })
+	if o.reverse {
+		slices.Reverse(out)
+	}
+	return out, nil
 }

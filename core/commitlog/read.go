@@ -2,9 +2,11 @@ package commitlog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -112,6 +114,11 @@ func (l *Log) readStart(ctx context.Context, groupID []byte) (g ports.Group, key
 // evaluate runs one page of envelopes through verification, admission and
 // the chain in one transaction.
 func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*backendpb.OriginatorEnvelope) (ReadReport, error) {
+	// Evaluate in sequence id order whatever order the page came in.
+	envs = slices.Clone(envs)
+	slices.SortStableFunc(envs, func(a, b *backendpb.OriginatorEnvelope) int {
+		return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
+	})
 	// Signatures do not depend on stored state: verify the page at once.
 	prepared := make([]*opened, len(envs))
 	var checks []SignatureCheck
@@ -131,10 +138,9 @@ func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*ba
 	}
 
 	var (
-		rep     ReadReport
-		counts  map[Reason]uint64
-		event   *ForkEvent
-		evalErr error
+		rep    ReadReport
+		counts map[Reason]uint64
+		event  *ForkEvent
 	)
 	err := l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
 		rep, counts, event = ReadReport{}, map[Reason]uint64{}, nil
@@ -234,7 +240,7 @@ func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*ba
 	if event != nil && l.opts.OnForked != nil {
 		l.opts.OnForked(*event)
 	}
-	return rep, evalErr
+	return rep, nil
 }
 
 // updateForkState recomputes the fork state (FORK-082) unless it is
