@@ -128,29 +128,39 @@ func (p *PrivateState) Decrypt(tree *ratchettree.Tree, sender treemath.LeafIndex
 	return nil, nil, fmt.Errorf("%w: leaf %d is not below the sender's path", ErrDecrypt, p.leaf)
 }
 
-// install derives the keys of nodes from path secret ps upward, checks them
-// against the path, replaces the old keys of the sender's direct path and
-// returns the commit secret.
-func (p *PrivateState) install(tree *ratchettree.Tree, sender treemath.LeafIndex, nodes []treemath.NodeIndex,
-	pathNodes []message.UpdatePathNode, ps []byte) ([]byte, error) {
+// derive computes the key pairs of nodes from path secret ps upward,
+// checking each public key against pathNodes, and returns the private keys
+// and the secret after the last node (the commit secret).
+func (p *PrivateState) derive(tree *ratchettree.Tree, nodes []treemath.NodeIndex, pathNodes []message.UpdatePathNode, ps []byte) ([][]byte, []byte, error) {
 	s := tree.Suite()
 	privs := make([][]byte, len(nodes))
 	cur := append([]byte(nil), ps...)
 	for i := range nodes {
 		priv, pub, err := NodeKeyPair(s, cur)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !bytes.Equal(pub, pathNodes[i].EncryptionKey) {
-			return nil, fmt.Errorf("%w: derived key differs at node %d", ErrDecrypt, nodes[i])
+			return nil, nil, fmt.Errorf("%w: derived key differs at node %d", ErrDecrypt, nodes[i])
 		}
 		privs[i] = priv
 		next, err := s.DeriveSecret(cur, "path")
 		clear(cur)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cur = next
+	}
+	return privs, cur, nil
+}
+
+// install derives the keys of nodes from path secret ps upward, replaces
+// the old keys of the sender's direct path and returns the commit secret.
+func (p *PrivateState) install(tree *ratchettree.Tree, sender treemath.LeafIndex, nodes []treemath.NodeIndex,
+	pathNodes []message.UpdatePathNode, ps []byte) ([]byte, error) {
+	privs, commit, err := p.derive(tree, nodes, pathNodes, ps)
+	if err != nil {
+		return nil, err
 	}
 	for _, x := range treemath.DirectPath(sender.Node(), tree.LeafCount()) {
 		p.Forget(x)
@@ -158,7 +168,7 @@ func (p *PrivateState) install(tree *ratchettree.Tree, sender treemath.LeafIndex
 	for i, x := range nodes {
 		p.keys[x] = privs[i]
 	}
-	return cur, nil
+	return commit, nil
 }
 
 func excludeSet(ls []treemath.LeafIndex) map[treemath.LeafIndex]bool {

@@ -1,0 +1,127 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+)
+
+// HandleCommit processes another member's commit for the current epoch
+// (§12.4.2): it resolves the proposals (inline or cached by reference),
+// validates and applies them in the order of §12.3 to a copy of the tree,
+// merges and decrypts the UpdatePath, runs the key schedule, checks the
+// confirmation tag and, only when everything holds, makes the new epoch
+// current. A commit that removes this member returns ErrRemoved.
+func (g *Group) HandleCommit(m *framing.MLSMessage) error {
+	ac, err := g.open(m)
+	if err != nil {
+		return err
+	}
+	if ac.Content.ContentType != framing.ContentCommit || ac.Content.Commit == nil {
+		return invalid("content type %d is not a commit", ac.Content.ContentType)
+	}
+	committer := treemath.LeafIndex(ac.Content.Sender.LeafIndex)
+	if committer == g.priv.Leaf() {
+		return fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
+	}
+	commit := ac.Content.Commit
+	props, err := g.resolve(commit, ac.Content.Sender)
+	if err != nil {
+		return err
+	}
+	tree := g.tree.Clone()
+	ap, err := g.apply(tree, committer, props)
+	if err != nil {
+		return err
+	}
+	if ap.needPath && commit.Path == nil {
+		return invalid("commit without a path where one is required")
+	}
+	if tree.Leaf(g.priv.Leaf()) == nil {
+		return ErrRemoved
+	}
+	// The provisional group context keeps the old confirmed transcript hash.
+	gc := g.gc
+	gc.Epoch++
+	gc.Extensions = ap.extensions
+	priv := g.priv.Clone()
+	commitSecret := make([]byte, g.suite.HashSize())
+	if commit.Path != nil {
+		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc); err != nil {
+			return err
+		}
+	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
+		return err
+	}
+	cin, err := ac.ConfirmedTranscriptHashInput()
+	if err != nil {
+		return err
+	}
+	gc.ConfirmedTranscriptHash = keyschedule.ConfirmedTranscriptHash(g.suite, g.interim, cin)
+	pskSecret, err := g.pskSecret(ap.psks)
+	if err != nil {
+		return err
+	}
+	gcBytes, err := codec.Marshal(&gc)
+	if err != nil {
+		return err
+	}
+	epoch, err := keyschedule.Derive(g.suite, g.epoch.InitSecret, commitSecret, pskSecret, gcBytes)
+	if err != nil {
+		return err
+	}
+	if !keyschedule.VerifyConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag) {
+		return invalid("confirmation tag does not match")
+	}
+	interim, err := keyschedule.InterimTranscriptHash(g.suite, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag)
+	if err != nil {
+		return err
+	}
+	return g.install(gc, tree, priv, epoch, interim)
+}
+
+// mergePath verifies the committer's new leaf, merges the path into tree,
+// sets gc's tree hash and decrypts the commit secret (§7.5, §12.4.2).
+func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, committer treemath.LeafIndex, path *message.UpdatePath, added []treemath.LeafIndex, gc *message.GroupContext) ([]byte, error) {
+	ln := &path.LeafNode
+	if ln.Source != message.SourceCommit {
+		return nil, invalid("path leaf source %d", ln.Source)
+	}
+	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(committer)); err != nil {
+		return nil, fmt.Errorf("%w: path leaf: %w", ErrInvalid, err)
+	}
+	if old := tree.Leaf(committer); old != nil && bytes.Equal(old.EncryptionKey, ln.EncryptionKey) {
+		return nil, invalid("path leaf reuses the committer's encryption key")
+	}
+	for _, n := range path.Nodes {
+		for x := 0; x < tree.Width(); x++ {
+			if bytes.Equal(tree.EncryptionKey(treemath.NodeIndex(x)), n.EncryptionKey) {
+				return nil, invalid("path key already in the tree at node %d", x)
+			}
+		}
+	}
+	if err := treekem.Merge(tree, committer, path); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	th, err := tree.TreeHash()
+	if err != nil {
+		return nil, err
+	}
+	gc.TreeHash = th
+	gcBytes, err := codec.Marshal(gc)
+	if err != nil {
+		return nil, err
+	}
+	commitSecret, _, err := priv.Decrypt(tree, committer, path, added, gcBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return commitSecret, nil
+}

@@ -1,0 +1,134 @@
+// Package group holds the state of one member in one epoch of an MLS group
+// (RFC 9420 §8, §12) and moves it forward: joining from a Welcome
+// ([Join]), caching proposals ([Group.HandleProposal]) and processing
+// another member's commit ([Group.HandleCommit]) with the proposal order of
+// §12.3, the UpdatePath of §7.5 and the key schedule of §8.
+//
+// # Scope
+//
+// A Group here is a receiving member: it does not yet create proposals,
+// commits or Welcomes, nor process external commits.
+//
+// # Errors
+//
+// [ErrWrongEpoch] and [ErrWrongGroup] classify messages that belong
+// elsewhere; [ErrInvalid] wraps every rule a message breaks; [ErrRemoved]
+// reports a commit that removed this member; [ErrUnknownPSK] a PSK the
+// caller does not hold.
+package group
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/secrettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+)
+
+// Sentinel errors.
+var (
+	// ErrWrongEpoch means a message is for another epoch.
+	ErrWrongEpoch = errors.New("group: wrong epoch")
+	// ErrWrongGroup means a message is for another group.
+	ErrWrongGroup = errors.New("group: wrong group")
+	// ErrInvalid means a message or Welcome breaks a rule of RFC 9420.
+	ErrInvalid = errors.New("group: invalid")
+	// ErrRemoved means the commit removed this member from the group.
+	ErrRemoved = errors.New("group: removed from the group")
+	// ErrUnknownPSK means a PSK the commit or Welcome needs is not available.
+	ErrUnknownPSK = errors.New("group: unknown pre-shared key")
+	// ErrUnsupported means the message uses a feature this package lacks.
+	ErrUnsupported = errors.New("group: unsupported")
+)
+
+// PSKStore supplies pre-shared keys.
+type PSKStore interface {
+	// ExternalPSK returns the external PSK with the given psk_id.
+	ExternalPSK(id []byte) ([]byte, bool)
+}
+
+// MapPSKStore is a PSKStore over a map from psk_id to PSK.
+type MapPSKStore map[string][]byte
+
+// ExternalPSK returns m[id].
+func (m MapPSKStore) ExternalPSK(id []byte) ([]byte, bool) {
+	v, ok := m[string(id)]
+	return v, ok
+}
+
+// maxResumptionEpochs bounds how many past resumption PSKs a group keeps.
+const maxResumptionEpochs = 16
+
+// Group is one member's state of one epoch. It is not safe for concurrent use.
+type Group struct {
+	suite     *ciphersuite.Suite
+	gc        message.GroupContext
+	gcBytes   []byte
+	tree      *ratchettree.Tree
+	priv      *treekem.PrivateState
+	epoch     *keyschedule.Epoch
+	interim   []byte
+	secrets   *secrettree.Tree
+	sigPriv   []byte
+	psks      PSKStore
+	proposals []cached
+	resume    map[uint64][]byte
+}
+
+type cached struct {
+	ref      []byte
+	proposal *message.Proposal
+	sender   framing.Sender
+}
+
+// GroupContext returns the current group context.
+func (g *Group) GroupContext() message.GroupContext { return g.gc }
+
+// Epoch returns the current epoch number.
+func (g *Group) Epoch() uint64 { return g.gc.Epoch }
+
+// EpochAuthenticator returns the current epoch_authenticator (§8.7).
+func (g *Group) EpochAuthenticator() []byte { return g.epoch.EpochAuthenticator }
+
+// Leaf returns this member's leaf index.
+func (g *Group) Leaf() treemath.LeafIndex { return g.priv.Leaf() }
+
+// Tree returns a copy of the current ratchet tree.
+func (g *Group) Tree() *ratchettree.Tree { return g.tree.Clone() }
+
+// Export is the MLS exporter of the current epoch (§8.5).
+func (g *Group) Export(label string, context []byte, length int) ([]byte, error) {
+	return keyschedule.Export(g.suite, g.epoch.ExporterSecret, label, context, length)
+}
+
+// install makes the given epoch current.
+func (g *Group) install(gc message.GroupContext, tree *ratchettree.Tree, priv *treekem.PrivateState,
+	epoch *keyschedule.Epoch, interim []byte) error {
+	gcBytes, err := codec.Marshal(&gc)
+	if err != nil {
+		return err
+	}
+	st, err := secrettree.New(g.suite, epoch.EncryptionSecret, uint32(tree.LeafCount()), nil)
+	if err != nil {
+		return err
+	}
+	g.gc, g.gcBytes, g.tree, g.priv, g.epoch, g.interim, g.secrets = gc, gcBytes, tree, priv, epoch, interim, st
+	g.proposals = nil
+	if g.resume == nil {
+		g.resume = map[uint64][]byte{}
+	}
+	g.resume[gc.Epoch] = epoch.ResumptionPSK
+	delete(g.resume, gc.Epoch-maxResumptionEpochs)
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,129 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+	"github.com/regroup-mls/regroup/adapters/mls/welcome"
+)
+
+// JoinOptions are the joiner's secrets and what the Welcome may not carry.
+type JoinOptions struct {
+	KeyPackage     *message.KeyPackage
+	InitPriv       []byte
+	EncryptionPriv []byte
+	SignaturePriv  []byte
+	// Tree is used when the GroupInfo has no ratchet_tree extension.
+	Tree message.RatchetTree
+	// PSKs supplies external PSKs named in the GroupSecrets.
+	PSKs PSKStore
+	// Validate tunes the checks of the received tree (GroupID is set by Join).
+	Validate ratchettree.ValidateOptions
+}
+
+// Join processes a Welcome (§12.4.3.1): it decrypts the GroupSecrets and
+// GroupInfo, verifies the GroupInfo signature and confirmation tag,
+// validates the ratchet tree against the group's tree hash, finds the
+// joiner's leaf and installs the path secret, and returns the group at the
+// Welcome's epoch.
+func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, error) {
+	gs, err := welcome.OpenSecrets(s, w, opts.KeyPackage, opts.InitPriv)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{suite: s, sigPriv: opts.SignaturePriv, psks: opts.PSKs}
+	pskSecret, err := g.pskSecret(gs.PSKs)
+	if err != nil {
+		return nil, err
+	}
+	gi, err := welcome.OpenGroupInfo(s, w, gs.JoinerSecret, pskSecret)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := joinTree(s, gi, opts)
+	if err != nil {
+		return nil, err
+	}
+	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
+	if signer == nil {
+		return nil, invalid("group info signer %d is not a member", gi.Signer)
+	}
+	epoch, err := welcome.VerifyGroupInfo(s, gi, signer.SignatureKey, gs.JoinerSecret, pskSecret)
+	if err != nil {
+		return nil, err
+	}
+	me, err := findLeaf(tree, &opts.KeyPackage.LeafNode)
+	if err != nil {
+		return nil, err
+	}
+	priv := treekem.NewPrivateState(s, me, opts.EncryptionPriv)
+	if gs.PathSecret != nil {
+		if err := priv.Implant(tree, treemath.LeafIndex(gi.Signer), gs.PathSecret.Secret); err != nil {
+			return nil, invalid("path secret: %v", err)
+		}
+	}
+	if err := priv.Consistent(tree); err != nil {
+		return nil, invalid("joiner keys: %v", err)
+	}
+	interim, err := keyschedule.InterimTranscriptHash(s, gi.GroupContext.ConfirmedTranscriptHash, gi.ConfirmationTag)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.install(gi.GroupContext, tree, priv, epoch, interim); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// joinTree imports and validates the tree of a Welcome.
+func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, opts *JoinOptions) (*ratchettree.Tree, error) {
+	rt := opts.Tree
+	if data, ok := gi.Extensions.Find(message.ExtRatchetTree); ok {
+		rt = nil
+		if err := codec.Unmarshal(data, &rt); err != nil {
+			return nil, invalid("ratchet_tree extension: %v", err)
+		}
+	}
+	if rt == nil {
+		return nil, invalid("no ratchet tree in the group info nor supplied")
+	}
+	tree, err := ratchettree.Import(s, rt)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	th, err := tree.TreeHash()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(th, gi.GroupContext.TreeHash) {
+		return nil, invalid("tree hash does not match the group context")
+	}
+	vo := opts.Validate
+	vo.GroupID = gi.GroupContext.GroupID
+	if err := tree.Validate(&vo); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return tree, nil
+}
+
+// findLeaf returns the index of the leaf equal to ln.
+func findLeaf(tree *ratchettree.Tree, ln *message.LeafNode) (treemath.LeafIndex, error) {
+	want, err := codec.Marshal(ln)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range tree.Members() {
+		got, err := codec.Marshal(tree.Leaf(l))
+		if err == nil && bytes.Equal(got, want) {
+			return l, nil
+		}
+	}
+	return 0, invalid("the key package's leaf is not in the tree")
+}

@@ -1,0 +1,155 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+)
+
+// resolve turns a commit's ProposalOrRefs into proposals with their senders.
+func (g *Group) resolve(c *message.Commit, committer framing.Sender) ([]cached, error) {
+	out := make([]cached, 0, len(c.Proposals))
+	for i, p := range c.Proposals {
+		switch p.Type {
+		case message.ProposalInline:
+			out = append(out, cached{proposal: p.Proposal, sender: committer})
+		case message.ProposalReference:
+			j := slices.IndexFunc(g.proposals, func(x cached) bool { return bytes.Equal(x.ref, p.Reference) })
+			if j < 0 {
+				return nil, invalid("proposal %d: unknown reference %x", i, p.Reference)
+			}
+			out = append(out, g.proposals[j])
+		default:
+			return nil, invalid("proposal %d: type %d", i, p.Type)
+		}
+	}
+	return out, nil
+}
+
+// applied is what applying a commit's proposals produced.
+type applied struct {
+	extensions message.Extensions
+	added      []treemath.LeafIndex
+	psks       []message.PreSharedKeyID
+	needPath   bool
+}
+
+// apply validates the proposals (§12.2) and applies them to tree in the
+// order of §12.3: GroupContextExtensions, Update, Remove, Add, PreSharedKey.
+func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, props []cached) (*applied, error) {
+	ap := &applied{extensions: g.gc.Extensions, needPath: len(props) == 0}
+	touched := map[treemath.LeafIndex]bool{}
+	byType := func(t message.ProposalType) []cached {
+		var out []cached
+		for _, p := range props {
+			if p.proposal.Type == t {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	for _, p := range props {
+		switch p.proposal.Type {
+		case message.ProposalAdd, message.ProposalPreSharedKey:
+		case message.ProposalUpdate, message.ProposalRemove, message.ProposalGroupContextExtensions:
+			ap.needPath = true
+		default:
+			return nil, fmt.Errorf("%w: proposal type %d", ErrUnsupported, p.proposal.Type)
+		}
+		if p.sender.Type != framing.SenderMember {
+			return nil, fmt.Errorf("%w: proposal from sender type %d", ErrUnsupported, p.sender.Type)
+		}
+	}
+	if gce := byType(message.ProposalGroupContextExtensions); len(gce) > 1 {
+		return nil, invalid("more than one GroupContextExtensions proposal")
+	} else if len(gce) == 1 {
+		ap.extensions = gce[0].proposal.GroupContextExtensions.Extensions
+	}
+	for _, p := range byType(message.ProposalUpdate) {
+		l := treemath.LeafIndex(p.sender.LeafIndex)
+		if l == committer {
+			return nil, invalid("commit includes the committer's own update")
+		}
+		if touched[l] {
+			return nil, invalid("leaf %d updated or removed twice", l)
+		}
+		touched[l] = true
+		ln := &p.proposal.Update.LeafNode
+		if err := g.checkLeaf(tree, l, ln, message.SourceUpdate); err != nil {
+			return nil, err
+		}
+		if err := tree.UpdateLeaf(l, ln); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	for _, p := range byType(message.ProposalRemove) {
+		l := treemath.LeafIndex(p.proposal.Remove.Removed)
+		if l == committer || touched[l] || tree.Leaf(l) == nil {
+			return nil, invalid("remove of leaf %d", l)
+		}
+		touched[l] = true
+		if err := tree.RemoveLeaf(l); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	for _, p := range byType(message.ProposalAdd) {
+		kp := &p.proposal.Add.KeyPackage
+		if err := g.checkKeyPackage(kp); err != nil {
+			return nil, err
+		}
+		l, err := tree.AddLeaf(&kp.LeafNode)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		ap.added = append(ap.added, l)
+	}
+	for _, p := range byType(message.ProposalPreSharedKey) {
+		ap.psks = append(ap.psks, p.proposal.PreSharedKey.PSK)
+	}
+	return ap, nil
+}
+
+// checkLeaf validates a leaf node about to sit at leaf l (§7.3).
+func (g *Group) checkLeaf(tree *ratchettree.Tree, l treemath.LeafIndex, ln *message.LeafNode, source message.LeafNodeSource) error {
+	if ln.Source != source {
+		return invalid("leaf %d: source %d, want %d", l, ln.Source, source)
+	}
+	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(l)); err != nil {
+		return fmt.Errorf("%w: leaf %d: %w", ErrInvalid, l, err)
+	}
+	for _, m := range tree.Members() {
+		other := tree.Leaf(m)
+		if m != l && (bytes.Equal(other.SignatureKey, ln.SignatureKey) || bytes.Equal(other.EncryptionKey, ln.EncryptionKey)) {
+			return invalid("leaf %d reuses a key of leaf %d", l, m)
+		}
+		if m == l && bytes.Equal(other.EncryptionKey, ln.EncryptionKey) {
+			return invalid("update of leaf %d keeps its encryption key", l)
+		}
+	}
+	return nil
+}
+
+// checkKeyPackage validates the KeyPackage of an Add (§10.1, §12.2).
+func (g *Group) checkKeyPackage(kp *message.KeyPackage) error {
+	if kp.Version != g.gc.Version || kp.CipherSuite != g.gc.CipherSuite {
+		return invalid("key package version %d suite %#04x", kp.Version, uint16(kp.CipherSuite))
+	}
+	if err := kp.Verify(g.suite); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if kp.LeafNode.Source != message.SourceKeyPackage {
+		return invalid("key package leaf source %d", kp.LeafNode.Source)
+	}
+	if err := kp.LeafNode.Verify(g.suite, nil, 0); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if bytes.Equal(kp.InitKey, kp.LeafNode.EncryptionKey) {
+		return invalid("key package init key equals its encryption key")
+	}
+	return nil
+}
