@@ -52,15 +52,6 @@ func (l localLog) Append(ctx context.Context, e ports.LocalCommitLogEntry) (port
 		return e, false, err
 	}
 	db := l.t.q(ctx)
-	// Lock the group's head first: appends to one group then run one at a
-	// time, and the duplicate check below sees every committed append.
-	if err := db.Clauses(doNothing("group_id")).Create(&localLogHead{GroupID: e.GroupID}).Error; err != nil {
-		return e, false, fail(ctx, op, err)
-	}
-	var head localLogHead
-	if err := db.Clauses(forUpdate).Where("group_id = ?", e.GroupID).Take(&head).Error; err != nil {
-		return e, false, fail(ctx, op, err)
-	}
 	var dup localLogRow
 	err := db.Where("group_id = ? AND membership = ? AND commit_sequence_id = ?",
 		e.GroupID, e.Membership, e.CommitSequenceID).Take(&dup).Error
@@ -71,12 +62,20 @@ func (l localLog) Append(ctx context.Context, e ports.LocalCommitLogEntry) (port
 	case !errors.Is(err, gorm.ErrRecordNotFound):
 		return e, false, fail(ctx, op, err)
 	}
-	e.Seq = head.LastSeq + 1
-	row := localToRow(e)
-	if err := db.Create(&row).Error; err != nil {
+	// Taking the next Seq locks the group's head row: appends to one group
+	// run one at a time, and a concurrent duplicate that passed the check
+	// above either waits and then fails to serialize (and is retried) or
+	// meets the unique index on the commit outcome.
+	// (The space in "( ?" keeps gorm from expanding the []byte as a list.)
+	var seq int64
+	if err := db.Raw(`INSERT INTO local_commit_log_heads (group_id, last_seq) VALUES ( ?, 1)
+		ON CONFLICT (group_id) DO UPDATE SET last_seq = local_commit_log_heads.last_seq + 1
+		RETURNING last_seq`, e.GroupID).Scan(&seq).Error; err != nil {
 		return e, false, fail(ctx, op, err)
 	}
-	if err := db.Model(&localLogHead{}).Where("group_id = ?", e.GroupID).Update("last_seq", e.Seq).Error; err != nil {
+	e.Seq = uint64(seq)
+	row := localToRow(e)
+	if err := db.Create(&row).Error; err != nil {
 		return e, false, fail(ctx, op, err)
 	}
 	stored, err := localFromRow(op, row)

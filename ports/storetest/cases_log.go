@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -9,6 +12,7 @@ import (
 
 var logCases = []testCase{
 	{"FORK-001/LocalEntryAtMostOncePerOutcome", testLocalAppendOnce},
+	{"FORK-001/ConcurrentAppendsOncePerOutcome", testConcurrentAppends},
 	{"FORK-021/LocalLogOrderedBySeq", testLocalOrder},
 	{"FORK-077/AcceptedEntryStoredOnce", testRemoteInsertOnce},
 	{"FORK-083/AcceptedEntriesOrderedByEnvelopeSeq", testRemoteOrder},
@@ -305,6 +309,68 @@ func testPublishProgress(t *testing.T, h Harness) {
 			return err
 		}
 		expect(t, "publish progress", got, want)
+		return nil
+	})
+}
+
+// testConcurrentAppends has two workers append the same commit outcomes at
+// once: each is recorded once, and Seq stays 1..n without gaps or repeats.
+func testConcurrentAppends(t *testing.T, h Harness) {
+	const n = 20
+	s := open(t, h)
+	g := gid(12)
+	ctx := ctxFor(t)
+	var inserted atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; i <= n; i++ {
+				for {
+					var ins bool
+					err := s.Tx(ctx, func(tx ports.Tx) error {
+						_, in, err := tx.LocalCommitLog().Append(ctx, localEntry(g, 1, uint64(i)))
+						ins = in
+						return err
+					})
+					if errors.Is(err, ports.ErrConflict) {
+						continue
+					}
+					if err != nil {
+						t.Errorf("append %d: %v", i, err)
+						return
+					}
+					if ins {
+						inserted.Add(1)
+					}
+					break
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := inserted.Load(); got != n {
+		t.Errorf("Append reported %d insertions of %d distinct outcomes", got, n)
+	}
+	must(t, s, func(ctx context.Context, tx ports.Tx) error {
+		all, err := tx.LocalCommitLog().List(ctx, g, 0, 0)
+		if err != nil {
+			return err
+		}
+		seen := map[uint64]bool{}
+		for i, e := range all {
+			if e.Seq != uint64(i+1) {
+				t.Errorf("entry %d has Seq %d", i, e.Seq)
+			}
+			if seen[e.CommitSequenceID] {
+				t.Errorf("commit %d recorded twice", e.CommitSequenceID)
+			}
+			seen[e.CommitSequenceID] = true
+		}
+		if len(all) != n {
+			t.Errorf("log holds %d entries, want %d", len(all), n)
+		}
 		return nil
 	})
 }
