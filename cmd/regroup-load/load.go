@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/regroup-mls/regroup/adapters/grpctransport"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+type result struct {
+	acked    int
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	summary  string
+}
+
+// daemon is one regroupd process.
+type daemon struct {
+	cmd    *exec.Cmd
+	addr   string
+	exited chan error
+}
+
+func startDaemon(bin, listen, database, schema string) (*daemon, error) {
+	args := []string{"-listen", listen, "-health-listen", "", "-database", database, "-rate", "-1", "-log-level", "info"}
+	if schema != "" {
+		args = append(args, "-postgres-schema", schema)
+	}
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, exited: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "regroupd listening" {
+				addr, _ := line["grpc_addr"].(string)
+				ready <- addr
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go func() { d.exited <- cmd.Wait() }()
+	select {
+	case d.addr = <-ready:
+		return d, nil
+	case err := <-d.exited:
+		return nil, fmt.Errorf("regroupd exited before listening: %v", err)
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, errors.New("regroupd did not listen within 30s")
+	}
+}
+
+func (d *daemon) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
+func (d *daemon) stop() error {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		return err
+	case <-time.After(20 * time.Second):
+		d.kill()
+		return errors.New("regroupd ignored SIGTERM for 20s")
+	}
+}
+
+type ack struct {
+	topic   int
+	id      uint64
+	payload []byte
+}
+
+// runLoad runs one timed load against a fresh regroupd; with fault it
+// kills regroupd with SIGKILL halfway and restarts it on the same address.
+func runLoad(ctx context.Context, p params, database, schema string, fault bool) (result, error) {
+	d, err := startDaemon(p.bin, "127.0.0.1:0", database, schema)
+	if err != nil {
+		return result{}, err
+	}
+	addr := d.addr
+	defer func() { d.stop() }()
+
+	topics := make([][]byte, p.topics)
+	for i := range topics {
+		topics[i] = make([]byte, 33)
+		_, _ = rand.Read(topics[i][1:])
+		topics[i][0] = byte(ports.TopicGroupMessages)
+	}
+	dial := func() (*grpctransport.Client, error) {
+		_, key, _ := ed25519.GenerateKey(nil)
+		return grpctransport.Dial(addr, &grpctransport.ClientOptions{InstallationKey: key, ResubscribeBackoff: 20 * time.Millisecond})
+	}
+
+	// The reader: one subscription over every topic, checking order.
+	rc, err := dial()
+	if err != nil {
+		return result{}, err
+	}
+	defer rc.Close()
+	cursors := make([]ports.TopicCursor, len(topics))
+	index := map[string]int{}
+	for i, t := range topics {
+		cursors[i] = ports.TopicCursor{Topic: t}
+		index[string(t)] = i
+	}
+	readCtx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	sub, err := rc.Subscribe(readCtx, cursors)
+	if err != nil {
+		return result{}, fmt.Errorf("subscribe: %w", err)
+	}
+	var readMu sync.Mutex
+	seen := make([]uint64, len(topics))
+	var readErr error
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for {
+			e, err := sub.Next(readCtx)
+			if err != nil {
+				return
+			}
+			i := index[string(e.GetEnvelope().GetTargetTopic())]
+			readMu.Lock()
+			if e.GetSequenceId() != seen[i]+1 && readErr == nil {
+				readErr = fmt.Errorf("reader: topic %d delivered id %d after %d (gap, duplicate or disorder)", i, e.GetSequenceId(), seen[i])
+			}
+			seen[i] = e.GetSequenceId()
+			readMu.Unlock()
+		}
+	}()
+
+	// Publishers.
+	var mu sync.Mutex
+	var acks []ack
+	var lats []time.Duration
+	retries := 0
+	start := time.Now()
+	deadline := start.Add(p.duration)
+	var wg sync.WaitGroup
+	pubErr := make(chan error, p.publishers)
+	for w := 0; w < p.publishers; w++ {
+		c, err := dial()
+		if err != nil {
+			return result{}, err
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := make([]byte, p.payload)
+			for n := 0; time.Now().Before(deadline); n++ {
+				ti := (w + n) % len(topics)
+				_, _ = rand.Read(payload)
+				binary.BigEndian.PutUint32(payload, uint32(w))
+				env := &backendpb.ClientEnvelope{TargetTopic: topics[ti],
+					Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: append([]byte(nil), payload...)}}
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				t0 := time.Now()
+				ids, err := c.Publish(cctx, []*backendpb.ClientEnvelope{env})
+				lat := time.Since(t0)
+				cancel()
+				if err != nil {
+					if errors.Is(err, ports.ErrUnavailable) || errors.Is(err, ports.ErrRateLimited) {
+						mu.Lock()
+						retries++
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+						continue // outcome unknown: a new attempt, never counted as acked
+					}
+					pubErr <- err
+					return
+				}
+				mu.Lock()
+				acks = append(acks, ack{topic: ti, id: ids[0], payload: env.GetGroupMessage()})
+				lats = append(lats, lat)
+				mu.Unlock()
+			}
+		}()
+	}
+	restart := time.Duration(0)
+	if fault {
+		time.Sleep(p.duration / 2)
+		d.kill()
+		t0 := time.Now()
+		for {
+			if d, err = startDaemon(p.bin, addr, database, schema); err == nil {
+				break
+			}
+			if time.Since(t0) > 20*time.Second {
+				wg.Wait()
+				return result{}, fmt.Errorf("restart after SIGKILL: %w", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		restart = time.Since(t0)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(pubErr)
+	if err := <-pubErr; err != nil {
+		return result{}, fmt.Errorf("publish: %w", err)
+	}
+	res := result{acked: len(acks), elapsed: elapsed}
+	if len(lats) == 0 {
+		return res, errors.New("no publish was acknowledged")
+	}
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	res.p50, res.p99 = lats[len(lats)/2], lats[len(lats)*99/100]
+
+	// Every topic read back in full: ids 1..n, and every acknowledged
+	// envelope at the id it was acknowledged with.
+	vc, err := dial()
+	if err != nil {
+		return res, err
+	}
+	defer vc.Close()
+	stored := make([]map[uint64][]byte, len(topics))
+	for i, t := range topics {
+		stored[i] = map[uint64][]byte{}
+		var after uint64
+		for {
+			page, err := vc.Query(ctx, t, after, 1000)
+			if err != nil {
+				return res, fmt.Errorf("verify query: %w", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, e := range page {
+				if e.GetSequenceId() != after+1 {
+					return res, fmt.Errorf("topic %d: id %d follows %d in a read", i, e.GetSequenceId(), after)
+				}
+				after = e.GetSequenceId()
+				stored[i][after] = e.GetEnvelope().GetGroupMessage()
+			}
+		}
+	}
+	for _, a := range acks {
+		got, ok := stored[a.topic][a.id]
+		if !ok || string(got) != string(a.payload) {
+			return res, fmt.Errorf("acknowledged envelope topic %d id %d is missing or changed", a.topic, a.id)
+		}
+	}
+	// The reader must catch up with every stored envelope, in order.
+	catchUp := time.Now().Add(20 * time.Second)
+	for {
+		readMu.Lock()
+		done := readErr != nil
+		behind := false
+		for i := range topics {
+			if seen[i] < uint64(len(stored[i])) {
+				behind = true
+			}
+		}
+		readMu.Unlock()
+		if done || !behind {
+			break
+		}
+		if time.Now().After(catchUp) {
+			return res, errors.New("reader did not catch up within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopReader()
+	<-readerDone
+	if readErr != nil {
+		return res, readErr
+	}
+	total := 0
+	for i := range stored {
+		total += len(stored[i])
+	}
+	res.summary = fmt.Sprintf("reader in order, no gap/duplicate; %d stored, all %d acked present with their ids", total, len(acks))
+	if fault {
+		res.summary += fmt.Sprintf("; SIGKILL+restart in %s, %d unacked attempts retried", restart.Round(time.Millisecond), retries)
+	}
+	return res, nil
+}
