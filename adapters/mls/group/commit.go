@@ -84,6 +84,7 @@ func (g *Group) HandleCommit(m *framing.MLSMessage) error {
 	if err != nil {
 		return err
 	}
+	g.confirmationTag = ac.Auth.ConfirmationTag
 	return g.install(gc, tree, priv, epoch, interim)
 }
 

@@ -6,8 +6,11 @@
 //
 // # Scope
 //
-// A Group here is a receiving member: it does not yet create proposals,
-// commits or Welcomes, nor process external commits.
+// A Group creates groups ([Create]), proposals, commits with or without a
+// path and their Welcomes ([Group.Commit], merged with
+// [Group.MergePending]), protects application data, and processes the
+// messages of other members. External commits, ReInit and external
+// senders are not supported yet.
 //
 // # Errors
 //
@@ -80,6 +83,10 @@ type Group struct {
 	psks      PSKStore
 	proposals []cached
 	resume    map[uint64][]byte
+	// confirmationTag is the tag of the commit that started this epoch.
+	confirmationTag []byte
+	// pskList names the PSKs of the commit that started this epoch, for its Welcome.
+	pskList []message.PreSharedKeyID
 }
 
 type cached struct {

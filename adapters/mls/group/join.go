@@ -76,6 +76,7 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
+	g.confirmationTag = gi.ConfirmationTag
 	if err := g.install(gi.GroupContext, tree, priv, epoch, interim); err != nil {
 		return nil, err
 	}

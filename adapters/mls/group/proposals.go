@@ -35,6 +35,7 @@ func (g *Group) resolve(c *message.Commit, committer framing.Sender) ([]cached, 
 type applied struct {
 	extensions message.Extensions
 	added      []treemath.LeafIndex
+	addedKPs   []*message.KeyPackage
 	psks       []message.PreSharedKeyID
 	needPath   bool
 }
@@ -107,6 +108,7 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		ap.added = append(ap.added, l)
+		ap.addedKPs = append(ap.addedKPs, kp)
 	}
 	for _, p := range byType(message.ProposalPreSharedKey) {
 		ap.psks = append(ap.psks, p.proposal.PreSharedKey.PSK)

@@ -149,10 +149,11 @@ func TestTreeKEMVectors(t *testing.T) {
 				senderTree := f.tree.Clone()
 				ps := f.privs[sender].Clone()
 				template := *senderTree.Leaf(sender)
-				newPath, commit, err := ps.CreatePath(senderTree, &template, f.sigs[sender], c.GroupID, nil, f.groupContext)
+				created, err := ps.CreatePath(senderTree, &template, f.sigs[sender], c.GroupID, nil, f.groupContext)
 				if err != nil {
 					t.Fatalf("create path for %d: %v", sender, err)
 				}
+				newPath, commit := created.Path, created.CommitSecret
 				tree2, got2 := f.process(sender, newPath)
 				h1, _ := senderTree.TreeHash()
 				h2, _ := tree2.TreeHash()

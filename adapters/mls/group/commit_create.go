@@ -1,0 +1,172 @@
+package group
+
+import (
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+	"github.com/regroup-mls/regroup/adapters/mls/welcome"
+)
+
+// CommitOptions says what a commit carries.
+type CommitOptions struct {
+	// Proposals are sent inline, after every cached proposal of the epoch,
+	// which is included by reference.
+	Proposals []*message.Proposal
+	// Path forces an UpdatePath even where none is required.
+	Path bool
+	// WireFormat is WirePublicMessage (the default) or WirePrivateMessage.
+	WireFormat framing.WireFormat
+	// TreeInWelcome puts the ratchet_tree extension in the Welcome's GroupInfo.
+	TreeInWelcome bool
+}
+
+// Pending is a commit this member created and has not merged yet.
+type Pending struct {
+	// Message is the commit to send.
+	Message *framing.MLSMessage
+	// Welcome is set when the commit adds members.
+	Welcome *message.Welcome
+
+	next *Group
+}
+
+// Commit creates a commit of the current epoch (§12.4.1) without changing
+// the group; [Group.MergePending] applies it once the delivery service
+// accepted it.
+func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
+	if opts == nil {
+		opts = &CommitOptions{}
+	}
+	me := g.priv.Leaf()
+	props := append([]cached(nil), g.proposals...)
+	self := framing.Sender{Type: framing.SenderMember, LeafIndex: uint32(me)}
+	commit := &message.Commit{Proposals: []message.ProposalOrRef{}}
+	for _, p := range g.proposals {
+		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalReference, Reference: p.ref})
+	}
+	for _, p := range opts.Proposals {
+		props = append(props, cached{proposal: p, sender: self})
+		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalInline, Proposal: p})
+	}
+	tree := g.tree.Clone()
+	ap, err := g.apply(tree, me, props)
+	if err != nil {
+		return nil, err
+	}
+	gc := g.gc
+	gc.Epoch++
+	gc.Extensions = ap.extensions
+	priv := g.priv.Clone()
+	commitSecret := make([]byte, g.suite.HashSize())
+	var created *treekem.CreatedPath
+	if ap.needPath || opts.Path {
+		leaf := *tree.Leaf(me)
+		created, err = priv.CreatePath(tree, &leaf, g.sigPriv, g.gc.GroupID, ap.added, func(th []byte) ([]byte, error) {
+			gc.TreeHash = th
+			return codec.Marshal(&gc)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+		commit.Path, commitSecret = created.Path, created.CommitSecret
+	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
+		return nil, err
+	}
+	wf := opts.WireFormat
+	if wf == 0 {
+		wf = framing.WirePublicMessage
+	}
+	c := g.content(framing.ContentCommit)
+	c.Commit = commit
+	ac, err := framing.Sign(g.suite, wf, c, g.sigPriv, g.gcBytes)
+	if err != nil {
+		return nil, err
+	}
+	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := g.protect(ac)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pending{Message: msg, next: next}
+	if len(ap.added) > 0 {
+		if p.Welcome, err = next.welcome(tree, ap, created, opts.TreeInWelcome); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// nextEpoch runs the transcript hashes and key schedule for a commit whose
+// content ac is signed but lacks its confirmation tag, sets the tag, and
+// returns the group of the new epoch.
+func (g *Group) nextEpoch(ac *framing.AuthenticatedContent, gc message.GroupContext, tree *ratchettree.Tree,
+	priv *treekem.PrivateState, commitSecret []byte, psks []message.PreSharedKeyID) (*Group, error) {
+	cin, err := ac.ConfirmedTranscriptHashInput()
+	if err != nil {
+		return nil, err
+	}
+	gc.ConfirmedTranscriptHash = keyschedule.ConfirmedTranscriptHash(g.suite, g.interim, cin)
+	pskSecret, err := g.pskSecret(psks)
+	if err != nil {
+		return nil, err
+	}
+	gcBytes, err := codec.Marshal(&gc)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := keyschedule.Derive(g.suite, g.epoch.InitSecret, commitSecret, pskSecret, gcBytes)
+	if err != nil {
+		return nil, err
+	}
+	ac.Auth.ConfirmationTag = keyschedule.ConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash)
+	interim, err := keyschedule.InterimTranscriptHash(g.suite, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag)
+	if err != nil {
+		return nil, err
+	}
+	next := &Group{suite: g.suite, sigPriv: g.sigPriv, psks: g.psks, confirmationTag: ac.Auth.ConfirmationTag, resume: map[uint64][]byte{}}
+	for e, r := range g.resume {
+		next.resume[e] = r
+	}
+	next.pskList = psks
+	if err := next.install(gc, tree, priv, epoch, interim); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// welcome builds the Welcome for the members a commit added (§12.4.3.1).
+func (g *Group) welcome(tree *ratchettree.Tree, ap *applied, created *treekem.CreatedPath, withTree bool) (*message.Welcome, error) {
+	gi, err := g.GroupInfo(withTree)
+	if err != nil {
+		return nil, err
+	}
+	var rs []welcome.Recipient
+	for i, l := range ap.added {
+		r := welcome.Recipient{KeyPackage: ap.addedKPs[i]}
+		if created != nil {
+			r.PathSecret = created.PathSecrets[treemath.CommonAncestor(l.Node(), g.priv.Leaf().Node())]
+		}
+		rs = append(rs, r)
+	}
+	return welcome.Seal(g.suite, gi, g.epoch.JoinerSecret, g.epoch.WelcomeSecret, g.pskList, rs)
+}
+
+// MergePending makes the epoch of a commit this member created current,
+// after the delivery service accepted it.
+func (g *Group) MergePending(p *Pending) error {
+	if p == nil || p.next == nil || p.next.gc.Epoch != g.gc.Epoch+1 {
+		return fmt.Errorf("%w: pending commit is not for the current epoch", ErrWrongEpoch)
+	}
+	*g = *p.next
+	p.next = nil
+	return nil
+}
