@@ -10,7 +10,9 @@ import (
 )
 
 // Times are stored as Unix nanoseconds (0 for the zero time), which both
-// dialects keep exactly; they read back in UTC.
+// dialects keep exactly; they read back in UTC. The representable range is
+// the years 1678 to 2262, and the instant 1970-01-01T00:00:00Z reads back
+// as the zero time.
 func toNs(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

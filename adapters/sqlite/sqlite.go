@@ -6,7 +6,9 @@
 // transactions of one process queue for it (honouring their contexts), and
 // every transaction begins with BEGIN IMMEDIATE, so a second process on the
 // same file waits up to the busy timeout for the write lock instead of
-// failing when it upgrades a read to a write.
+// failing when it upgrades a read to a write. Consequently a Tx started
+// from inside another Tx's fn on the same store waits for a connection that
+// the outer one holds, until its context ends: do not nest transactions.
 package sqlite
 
 import (
