@@ -249,3 +249,57 @@ type stepClock struct{ now time.Time }
 
 func (c *stepClock) Now() time.Time                         { return c.now }
 func (c *stepClock) After(d time.Duration) <-chan time.Time { return make(chan time.Time) }
+
+// API-201 paging: a page never exceeds MaxPageBytes (but holds at least one
+// envelope), limit is capped at MaxPageSize, and paging still reads the
+// whole topic in order.
+func TestAPI201_PagesBoundedByBytesAndCount(t *testing.T) {
+	svc := New(newMemStore(), &Options{MaxPageBytes: 3000, MaxPageSize: 5})
+	topic := transporttest.RandomGroupTopic()
+	for i := 0; i < 12; i++ {
+		if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, make([]byte, 1000))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var after uint64
+	for after < 12 {
+		page, err := svc.Query(ctx(t), authed, topic, after, 100)
+		if err != nil || len(page) == 0 {
+			t.Fatalf("Query after %d = %d envelopes, %v", after, len(page), err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("page of %d 1000-byte envelopes exceeds a 3000-byte bound", len(page))
+		}
+		for _, e := range page {
+			if e.GetSequenceId() != after+1 {
+				t.Fatalf("id %d after %d", e.GetSequenceId(), after)
+			}
+			after = e.GetSequenceId()
+		}
+	}
+	big := New(newMemStore(), &Options{MaxPageBytes: 10, MaxPageSize: 5})
+	big.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, make([]byte, 100))})
+	if page, _ := big.Query(ctx(t), authed, topic, 0, 0); len(page) != 1 {
+		t.Fatalf("an envelope larger than MaxPageBytes must still be served alone, got %d", len(page))
+	}
+	count := New(newMemStore(), &Options{MaxPageSize: 5})
+	for i := 0; i < 8; i++ {
+		count.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte{1})})
+	}
+	if page, _ := count.Query(ctx(t), authed, topic, 0, 1000); len(page) != 5 {
+		t.Fatalf("limit 1000 with MaxPageSize 5 returned %d", len(page))
+	}
+}
+
+// The service refuses batches over MaxBatch and empty ones.
+func TestPublish_BatchLimits(t *testing.T) {
+	svc := New(newMemStore(), &Options{MaxBatch: 2})
+	topic := transporttest.RandomGroupTopic()
+	m := transporttest.GroupMessage(topic, []byte{1})
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{m, m, m}); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("3 envelopes over a limit of 2: %v", err)
+	}
+	if _, err := svc.Publish(ctx(t), authed, nil); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("empty batch: %v", err)
+	}
+}
