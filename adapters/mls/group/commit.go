@@ -6,7 +6,6 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
-	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treekem"
@@ -14,38 +13,50 @@ import (
 )
 
 // HandleCommit processes another member's commit for the current epoch
-// (§12.4.2): it resolves the proposals (inline or cached by reference),
-// validates and applies them in the order of §12.3 to a copy of the tree,
-// merges and decrypts the UpdatePath, runs the key schedule, checks the
-// confirmation tag and, only when everything holds, makes the new epoch
-// current. A commit that removes this member returns ErrRemoved.
+// and makes the new epoch current: [Group.StageCommit] followed by
+// [Group.MergePending].
 func (g *Group) HandleCommit(m *framing.MLSMessage) error {
-	ac, err := g.open(m)
+	p, err := g.StageCommit(m)
 	if err != nil {
 		return err
 	}
+	return g.MergePending(p)
+}
+
+// StageCommit checks another member's commit for the current epoch
+// (§12.4.2) without changing the group: it resolves the proposals (inline
+// or cached by reference), validates and applies them in the order of
+// §12.3 to a copy of the tree, merges and decrypts the UpdatePath, runs the
+// key schedule and checks the confirmation tag. The returned Pending holds
+// the new epoch for [Group.MergePending]. A commit that removes this member
+// returns ErrRemoved.
+func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
+	ac, err := g.open(m)
+	if err != nil {
+		return nil, err
+	}
 	if ac.Content.ContentType != framing.ContentCommit || ac.Content.Commit == nil {
-		return invalid("content type %d is not a commit", ac.Content.ContentType)
+		return nil, invalid("content type %d is not a commit", ac.Content.ContentType)
 	}
 	committer := treemath.LeafIndex(ac.Content.Sender.LeafIndex)
 	if committer == g.priv.Leaf() {
-		return fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
+		return nil, fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
 	}
 	commit := ac.Content.Commit
 	props, err := g.resolve(commit, ac.Content.Sender)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tree := g.tree.Clone()
 	ap, err := g.apply(tree, committer, props)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ap.needPath && commit.Path == nil {
-		return invalid("commit without a path where one is required")
+		return nil, invalid("commit without a path where one is required")
 	}
 	if tree.Leaf(g.priv.Leaf()) == nil {
-		return ErrRemoved
+		return nil, ErrRemoved
 	}
 	// The provisional group context keeps the old confirmed transcript hash.
 	gc := g.gc
@@ -55,37 +66,16 @@ func (g *Group) HandleCommit(m *framing.MLSMessage) error {
 	commitSecret := make([]byte, g.suite.HashSize())
 	if commit.Path != nil {
 		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc); err != nil {
-			return err
+			return nil, err
 		}
 	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
-		return err
+		return nil, err
 	}
-	cin, err := ac.ConfirmedTranscriptHashInput()
+	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	gc.ConfirmedTranscriptHash = keyschedule.ConfirmedTranscriptHash(g.suite, g.interim, cin)
-	pskSecret, err := g.pskSecret(ap.psks)
-	if err != nil {
-		return err
-	}
-	gcBytes, err := codec.Marshal(&gc)
-	if err != nil {
-		return err
-	}
-	epoch, err := keyschedule.Derive(g.suite, g.epoch.InitSecret, commitSecret, pskSecret, gcBytes)
-	if err != nil {
-		return err
-	}
-	if !keyschedule.VerifyConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag) {
-		return invalid("confirmation tag does not match")
-	}
-	interim, err := keyschedule.InterimTranscriptHash(g.suite, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag)
-	if err != nil {
-		return err
-	}
-	g.confirmationTag = ac.Auth.ConfirmationTag
-	return g.install(gc, tree, priv, epoch, interim)
+	return &Pending{Message: m, next: next}, nil
 }
 
 // mergePath verifies the committer's new leaf, merges the path into tree,

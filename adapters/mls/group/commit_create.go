@@ -26,7 +26,8 @@ type CommitOptions struct {
 	TreeInWelcome bool
 }
 
-// Pending is a commit this member created and has not merged yet.
+// Pending is a commit, created by this member or staged from another, that
+// has not been merged yet.
 type Pending struct {
 	// Message is the commit to send.
 	Message *framing.MLSMessage
@@ -88,7 +89,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks)
+	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, false)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +106,11 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	return p, nil
 }
 
-// nextEpoch runs the transcript hashes and key schedule for a commit whose
-// content ac is signed but lacks its confirmation tag, sets the tag, and
-// returns the group of the new epoch.
+// nextEpoch runs the transcript hashes and key schedule for the signed
+// commit ac and returns the group of the new epoch. For a received commit
+// it verifies the confirmation tag; for one of ours it sets it.
 func (g *Group) nextEpoch(ac *framing.AuthenticatedContent, gc message.GroupContext, tree *ratchettree.Tree,
-	priv *treekem.PrivateState, commitSecret []byte, psks []message.PreSharedKeyID) (*Group, error) {
+	priv *treekem.PrivateState, commitSecret []byte, psks []message.PreSharedKeyID, received bool) (*Group, error) {
 	cin, err := ac.ConfirmedTranscriptHashInput()
 	if err != nil {
 		return nil, err
@@ -127,7 +128,13 @@ func (g *Group) nextEpoch(ac *framing.AuthenticatedContent, gc message.GroupCont
 	if err != nil {
 		return nil, err
 	}
-	ac.Auth.ConfirmationTag = keyschedule.ConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash)
+	if received {
+		if !keyschedule.VerifyConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag) {
+			return nil, invalid("confirmation tag does not match")
+		}
+	} else {
+		ac.Auth.ConfirmationTag = keyschedule.ConfirmationTag(g.suite, epoch.ConfirmationKey, gc.ConfirmedTranscriptHash)
+	}
 	interim, err := keyschedule.InterimTranscriptHash(g.suite, gc.ConfirmedTranscriptHash, ac.Auth.ConfirmationTag)
 	if err != nil {
 		return nil, err
@@ -160,8 +167,9 @@ func (g *Group) welcome(tree *ratchettree.Tree, ap *applied, created *treekem.Cr
 	return welcome.Seal(g.suite, gi, g.epoch.JoinerSecret, g.epoch.WelcomeSecret, g.pskList, rs)
 }
 
-// MergePending makes the epoch of a commit this member created current,
-// after the delivery service accepted it.
+// MergePending makes the epoch of a pending commit current: one this member
+// created, once the delivery service accepted it, or one staged with
+// [Group.StageCommit].
 func (g *Group) MergePending(p *Pending) error {
 	if p == nil || p.next == nil || p.next.gc.Epoch != g.gc.Epoch+1 {
 		return fmt.Errorf("%w: pending commit is not for the current epoch", ErrWrongEpoch)

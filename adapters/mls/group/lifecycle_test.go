@@ -21,7 +21,7 @@ type client struct {
 	sigPriv, encPriv, initPr []byte
 }
 
-func newClient(t *testing.T, s *ciphersuite.Suite, name string) *client {
+func newClient(t testing.TB, s *ciphersuite.Suite, name string) *client {
 	t.Helper()
 	sigPriv, sigPub, err := s.GenerateSignatureKey()
 	if err != nil {
@@ -52,7 +52,7 @@ func newClient(t *testing.T, s *ciphersuite.Suite, name string) *client {
 	return &client{name: name, kp: kp, sigPriv: sigPriv, encPriv: encPriv, initPr: initPriv}
 }
 
-func (c *client) join(t *testing.T, s *ciphersuite.Suite, w *message.Welcome) *group.Group {
+func (c *client) join(t testing.TB, s *ciphersuite.Suite, w *message.Welcome) *group.Group {
 	t.Helper()
 	// Send the Welcome over the wire.
 	b, err := codec.Marshal(&framing.MLSMessage{Version: message.MLS10, WireFormat: framing.WireWelcome, Welcome: w})
@@ -70,7 +70,7 @@ func (c *client) join(t *testing.T, s *ciphersuite.Suite, w *message.Welcome) *g
 	return g
 }
 
-func wire(t *testing.T, m *framing.MLSMessage) *framing.MLSMessage {
+func wire(t testing.TB, m *framing.MLSMessage) *framing.MLSMessage {
 	t.Helper()
 	b, err := codec.Marshal(m)
 	if err != nil {

@@ -1,0 +1,148 @@
+package group_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/group"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+)
+
+// pair returns alice's group and bob's after alice added bob.
+func pair(t testing.TB) (*ciphersuite.Suite, *group.Group, *group.Group, *client) {
+	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+	a, b := newClient(t, s, "alice"), newClient(t, s, "bob")
+	leaf := a.kp.LeafNode
+	ga, err := group.Create(s, &group.CreateOptions{GroupID: []byte("g"), Leaf: &leaf, EncryptionPriv: a.encPriv, SignaturePriv: a.sigPriv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ga.Commit(&group.CommitOptions{TreeInWelcome: true,
+		Proposals: []*message.Proposal{{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *b.kp}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ga.MergePending(p); err != nil {
+		t.Fatal(err)
+	}
+	return s, ga, b.join(t, s, p.Welcome), b
+}
+
+// TestCommitRejections (§12.4.2): a tampered commit, a commit naming a
+// proposal the receiver never saw and a stale pending commit are refused,
+// and staging leaves the group unchanged.
+func TestCommitRejections(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	p, err := ga.Commit(&group.CommitOptions{Path: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := codec.Marshal(p.Message)
+	for _, i := range []int{len(raw) - 1, len(raw) / 2, 40} {
+		bad := append([]byte(nil), raw...)
+		bad[i] ^= 0x01
+		m, err := framing.Decode(bad)
+		if err != nil {
+			continue // a flip that breaks the encoding is rejected earlier
+		}
+		if _, err := gb.StageCommit(m); !errors.Is(err, group.ErrInvalid) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+	staged, err := gb.StageCommit(wire(t, p.Message))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gb.Epoch() != 1 {
+		t.Fatal("staging changed the epoch")
+	}
+	if err := gb.MergePending(staged); err != nil || gb.Epoch() != 2 {
+		t.Fatalf("merge staged: %v", err)
+	}
+	if err := gb.MergePending(staged); !errors.Is(err, group.ErrWrongEpoch) {
+		t.Fatalf("merging twice: %v", err)
+	}
+	if err := ga.MergePending(p); err != nil {
+		t.Fatal(err)
+	}
+
+	// Alice proposes privately to herself only, then commits by reference.
+	if _, err := ga.Propose(&message.Proposal{Type: message.ProposalGroupContextExtensions,
+		GroupContextExtensions: &message.GroupContextExtensions{Extensions: message.Extensions{}}}, framing.WirePublicMessage); err != nil {
+		t.Fatal(err)
+	}
+	p, err = ga.Commit(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gb.StageCommit(wire(t, p.Message)); !errors.Is(err, group.ErrInvalid) {
+		t.Fatalf("unknown proposal reference: %v", err)
+	}
+}
+
+// TestRemovedMemberAndSelfRemove (§12.2): a commit may not remove its own
+// committer.
+func TestRemovedMemberAndSelfRemove(t *testing.T) {
+	_, ga, _, _ := pair(t)
+	_, err := ga.Commit(&group.CommitOptions{Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: uint32(ga.Leaf())}}}})
+	if !errors.Is(err, group.ErrInvalid) {
+		t.Fatalf("self remove: %v", err)
+	}
+}
+
+// FuzzStageCommit feeds hostile commits to a member: every one must be
+// rejected with an error or staged, never panic, and never change the group.
+func FuzzStageCommit(f *testing.F) {
+	_, ga, gb, _ := pair(f)
+	for _, o := range []*group.CommitOptions{{Path: true}, {}, {Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: 1}}}}} {
+		p, err := ga.Commit(o)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, _ := codec.Marshal(p.Message)
+		f.Add(b)
+	}
+	epoch := gb.Epoch()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := framing.Decode(in)
+		if err != nil || m.WireFormat != framing.WirePublicMessage {
+			return
+		}
+		_, _ = gb.StageCommit(m)
+		_ = gb.HandleProposal(m)
+		if gb.Epoch() != epoch {
+			t.Fatal("staging changed the group")
+		}
+	})
+}
+
+// FuzzJoin feeds hostile Welcomes to a joiner: errors, never panics.
+func FuzzJoin(f *testing.F) {
+	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+	a, b := newClient(f, s, "alice"), newClient(f, s, "bob")
+	leaf := a.kp.LeafNode
+	ga, err := group.Create(s, &group.CreateOptions{GroupID: []byte("g"), Leaf: &leaf, EncryptionPriv: a.encPriv, SignaturePriv: a.sigPriv})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, withTree := range []bool{true, false} {
+		p, err := ga.Commit(&group.CommitOptions{TreeInWelcome: withTree, Path: !withTree,
+			Proposals: []*message.Proposal{{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *b.kp}}}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		w, _ := codec.Marshal(&framing.MLSMessage{Version: message.MLS10, WireFormat: framing.WireWelcome, Welcome: p.Welcome})
+		f.Add(w)
+	}
+	tree := ga.Tree().Export()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := framing.Decode(in)
+		if err != nil || m.Welcome == nil {
+			return
+		}
+		_, _ = group.Join(s, m.Welcome, &group.JoinOptions{KeyPackage: b.kp, InitPriv: b.initPr, EncryptionPriv: b.encPriv, SignaturePriv: b.sigPriv, Tree: tree})
+	})
+}
