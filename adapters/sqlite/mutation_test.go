@@ -100,7 +100,9 @@ func (t brokenTx) ProcessedEnvelopes() ports.ProcessedEnvelopes {
 	return alwaysFirst{t.Tx.ProcessedEnvelopes(), t.rule}
 }
 
-func (t brokenTx) HeldWelcomes() ports.HeldWelcomes { return looseWelcomes{t.Tx.HeldWelcomes(), t.rule} }
+func (t brokenTx) HeldWelcomes() ports.HeldWelcomes {
+	return looseWelcomes{t.Tx.HeldWelcomes(), t.rule}
+}
 
 func (t brokenTx) KeyPackages() ports.KeyPackages { return leakyKeys{t.Tx.KeyPackages(), t.rule} }
 
