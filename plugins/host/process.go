@@ -41,10 +41,14 @@ func newProcess(bin binary, o Options) (*process, error) {
 
 func (p *process) name() string { return p.bin.name }
 
+// hostPluginSets returns the protocol versions the host offers; a test
+// replaces it to act as a newer host.
+var hostPluginSets = func() map[int]plugin.PluginSet { return protocol.PluginSets(nil) }
+
 func (p *process) config() *plugin.ClientConfig {
 	return &plugin.ClientConfig{
 		HandshakeConfig:  protocol.Handshake,
-		VersionedPlugins: protocol.PluginSets(nil),
+		VersionedPlugins: hostPluginSets(),
 		Cmd:              exec.Command(p.bin.path),
 		SecureConfig:     p.secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
