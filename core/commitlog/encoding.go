@@ -11,7 +11,11 @@ import (
 // PlaintextCommitLogEntry whose value is not the default, once, in
 // ascending field-number order, and no other bytes (unknown fields are not
 // written).
-func EncodeEntry(e *contentspb.PlaintextCommitLogEntry) []byte {
+func EncodeEntry(e *contentspb.PlaintextCommitLogEntry) []byte { return encodeEntry(e, true) }
+
+// encodeEntry is [EncodeEntry], leaving out author_signature when
+// withSignature is false (the bytes the author signature covers).
+func encodeEntry(e *contentspb.PlaintextCommitLogEntry, withSignature bool) []byte {
 	b := make([]byte, 0, 64+len(e.GetGroupId())+len(e.GetLastEpochAuthenticator())+
 		len(e.GetAppliedEpochAuthenticator())+len(e.GetAuthorInstallationKey())+len(e.GetAuthorSignature()))
 	b = appendBytes(b, 1, e.GetGroupId())
@@ -21,7 +25,9 @@ func EncodeEntry(e *contentspb.PlaintextCommitLogEntry) []byte {
 	b = appendUint(b, 5, e.GetAppliedEpochNumber())
 	b = appendBytes(b, 6, e.GetAppliedEpochAuthenticator())
 	b = appendBytes(b, 7, e.GetAuthorInstallationKey())
-	b = appendBytes(b, 8, e.GetAuthorSignature())
+	if withSignature {
+		b = appendBytes(b, 8, e.GetAuthorSignature())
+	}
 	return b
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -111,125 +112,139 @@ func (l *Log) readStart(ctx context.Context, groupID []byte) (g ports.Group, key
 	return g, keys, pos, ok, err
 }
 
-// evaluate runs one page of envelopes through verification, admission and
-// the chain in one transaction.
-func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*backendpb.OriginatorEnvelope) (ReadReport, error) {
-	// Evaluate in sequence id order whatever order the page came in.
+// verifyPage sorts a page by sequence id, runs the non-signature checks of
+// FORK-077 and verifies every signature of the page in one call to the
+// verifier. It returns each envelope with its verdict (nil when it passed).
+func verifyPage(v Verifier, keys Keys, groupID []byte, envs []*backendpb.OriginatorEnvelope) ([]*opened, []*RejectError) {
 	envs = slices.Clone(envs)
 	slices.SortStableFunc(envs, func(a, b *backendpb.OriginatorEnvelope) int {
 		return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
 	})
-	// Signatures do not depend on stored state: verify the page at once.
 	prepared := make([]*opened, len(envs))
 	var checks []SignatureCheck
 	for i, env := range envs {
-		prepared[i] = prepare(keys, g.ID, env)
+		prepared[i] = prepare(keys, groupID, env)
 		checks = append(checks, prepared[i].checks...)
 	}
-	results := l.opts.Verifier.VerifyAll(checks)
+	results := v.VerifyAll(checks)
 	verdicts := make([]*RejectError, len(envs))
 	at := 0
+	var ok [2]bool
 	for i, o := range prepared {
 		n := len(o.checks)
-		ok := make([]bool, 2)
-		copy(ok, results[at:at+n])
+		ok = [2]bool{}
+		copy(ok[:], results[at:at+n])
 		at += n
-		verdicts[i] = o.verdict(ok)
+		verdicts[i] = o.verdict(ok[:])
 	}
+	return prepared, verdicts
+}
 
+// admission is the reader's state for FORK-087, FORK-088 and FORK-083.
+type admission struct {
+	groupID    []byte
+	floor      uint64
+	active     bool
+	cursor     uint64 // last processed group-message envelope
+	roles      roleState
+	boundaries map[string]uint64
+	last       *ports.RemoteCommitLogEntry
+	pos        uint64 // read position
+	now        time.Time
+}
+
+// admitResult is what admitting one page produced.
+type admitResult struct {
+	accepted  []ports.RemoteCommitLogEntry
+	counts    map[Reason]uint64
+	evaluated int
+	held      uint64
+}
+
+// admit evaluates verified envelopes in order: replays are skipped, failed
+// verification and the floor discard, an active reader holds at an entry
+// naming a commit it has not processed, and the author and chain checks
+// decide acceptance.
+func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResult {
+	r := admitResult{counts: map[Reason]uint64{}}
+	for i, o := range prepared {
+		if o.seq <= a.pos {
+			r.counts[ReasonReplay]++
+			continue
+		}
+		if v := verdicts[i]; v != nil {
+			r.counts[v.Reason]++
+			a.pos, r.evaluated = o.seq, r.evaluated+1
+			continue
+		}
+		e := o.entry
+		if e.GetAppliedEpochNumber() < a.floor {
+			r.counts[ReasonBelowFloor]++
+			a.pos, r.evaluated = o.seq, r.evaluated+1
+			continue
+		}
+		if a.active && a.cursor < e.GetCommitSequenceId() {
+			r.held = e.GetCommitSequenceId()
+			break
+		}
+		a.pos, r.evaluated = o.seq, r.evaluated+1
+		if !a.roles.isPublisherKey(e.GetAuthorInstallationKey()) {
+			r.counts[ReasonNotPublisher]++
+			continue
+		}
+		var t Tenure
+		if a.last != nil {
+			t.LastAuthorIsPublisher = a.roles.isPublisherKey(a.last.AuthorInstallationKey)
+			t.LastAuthorBoundary = a.boundaries[string(a.last.AuthorInstallationKey)]
+		}
+		if why := CheckChain(a.last, e, t); why != "" {
+			r.counts[ReasonChain]++
+			continue
+		}
+		acc := ports.RemoteCommitLogEntry{
+			GroupID:                   a.groupID,
+			EnvelopeSequenceID:        o.seq,
+			CommitSequenceID:          e.GetCommitSequenceId(),
+			LastEpochAuthenticator:    e.GetLastEpochAuthenticator(),
+			CommitResult:              ports.CommitResult(e.GetCommitResult()),
+			AppliedEpochNumber:        e.GetAppliedEpochNumber(),
+			AppliedEpochAuthenticator: e.GetAppliedEpochAuthenticator(),
+			AuthorInstallationKey:     e.GetAuthorInstallationKey(),
+			AcceptedAt:                a.now,
+		}
+		r.accepted = append(r.accepted, acc)
+		a.last = &r.accepted[len(r.accepted)-1]
+	}
+	return r
+}
+
+// evaluate runs one page of envelopes through verification, admission and
+// the chain, and stores the outcome in one transaction.
+func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*backendpb.OriginatorEnvelope) (ReadReport, error) {
+	prepared, verdicts := verifyPage(l.opts.Verifier, keys, g.ID, envs)
 	var (
 		rep    ReadReport
 		counts map[Reason]uint64
 		event  *ForkEvent
 	)
 	err := l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
-		rep, counts, event = ReadReport{}, map[Reason]uint64{}, nil
-		cur, err := tx.Groups().Get(ctx, g.ID)
+		rep, counts, event = ReadReport{}, nil, nil
+		a, cur, err := l.loadAdmission(ctx, tx, g.ID)
 		if err != nil {
 			return err
 		}
-		view, err := l.opts.Views.Group(ctx, tx, g.ID)
-		if err != nil {
-			return err
-		}
-		rs, err := l.roles(cur.ConversationType, view)
-		if err != nil {
-			return err
-		}
-		adm := tx.ReaderAdmission()
-		floor, _, err := adm.Floor(ctx, g.ID)
-		if err != nil {
-			return err
-		}
-		boundaries, err := adm.Boundaries(ctx, g.ID)
-		if err != nil {
-			return err
-		}
+		res := a.admit(prepared, verdicts)
 		remote := tx.RemoteCommitLog()
-		pos, err := remote.ReadPosition(ctx, g.ID)
-		if err != nil {
-			return err
-		}
-		var last *ports.RemoteCommitLogEntry
-		if r, err := remote.Last(ctx, g.ID); err == nil {
-			last = &r
-		} else if !errors.Is(err, ports.ErrNotFound) {
-			return err
-		}
-		for i, o := range prepared {
-			if o.seq <= pos {
-				counts[ReasonReplay]++
-				continue
-			}
-			if v := verdicts[i]; v != nil {
-				counts[v.Reason]++
-				pos, rep.Evaluated = o.seq, rep.Evaluated+1
-				continue
-			}
-			e := o.entry
-			if e.GetAppliedEpochNumber() < floor {
-				counts[ReasonBelowFloor]++
-				pos, rep.Evaluated = o.seq, rep.Evaluated+1
-				continue
-			}
-			if view.Active && cur.Cursor < e.GetCommitSequenceId() {
-				rep.Held = e.GetCommitSequenceId()
-				break
-			}
-			pos, rep.Evaluated = o.seq, rep.Evaluated+1
-			if !rs.isPublisherKey(e.GetAuthorInstallationKey()) {
-				counts[ReasonNotPublisher]++
-				continue
-			}
-			var t Tenure
-			if last != nil {
-				t.LastAuthorIsPublisher = rs.isPublisherKey(last.AuthorInstallationKey)
-				t.LastAuthorBoundary = boundaries[string(last.AuthorInstallationKey)]
-			}
-			if why := CheckChain(last, e, t); why != "" {
-				counts[ReasonChain]++
-				continue
-			}
-			acc := ports.RemoteCommitLogEntry{
-				GroupID:                   g.ID,
-				EnvelopeSequenceID:        o.seq,
-				CommitSequenceID:          e.GetCommitSequenceId(),
-				LastEpochAuthenticator:    e.GetLastEpochAuthenticator(),
-				CommitResult:              ports.CommitResult(e.GetCommitResult()),
-				AppliedEpochNumber:        e.GetAppliedEpochNumber(),
-				AppliedEpochAuthenticator: e.GetAppliedEpochAuthenticator(),
-				AuthorInstallationKey:     e.GetAuthorInstallationKey(),
-				AcceptedAt:                l.opts.Clock.Now(),
-			}
+		for _, acc := range res.accepted {
 			if _, err := remote.Insert(ctx, acc); err != nil {
 				return err
 			}
-			last = &acc
-			rep.Accepted++
 		}
-		if err := remote.SetReadPosition(ctx, g.ID, pos); err != nil {
+		if err := remote.SetReadPosition(ctx, g.ID, a.pos); err != nil {
 			return err
 		}
+		counts = res.counts
+		rep.Evaluated, rep.Accepted, rep.Held = res.evaluated, len(res.accepted), res.held
 		rep.ForkState, event, err = l.updateForkState(ctx, tx, cur)
 		return err
 	})
@@ -241,6 +256,40 @@ func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*ba
 		l.opts.OnForked(*event)
 	}
 	return rep, nil
+}
+
+// loadAdmission reads the reader's admission state in tx.
+func (l *Log) loadAdmission(ctx context.Context, tx ports.Tx, groupID []byte) (*admission, ports.Group, error) {
+	cur, err := tx.Groups().Get(ctx, groupID)
+	if err != nil {
+		return nil, cur, err
+	}
+	view, err := l.opts.Views.Group(ctx, tx, groupID)
+	if err != nil {
+		return nil, cur, err
+	}
+	rs, err := l.roles(cur.ConversationType, view)
+	if err != nil {
+		return nil, cur, err
+	}
+	a := &admission{groupID: groupID, active: view.Active, cursor: cur.Cursor, roles: rs, now: l.opts.Clock.Now()}
+	adm := tx.ReaderAdmission()
+	if a.floor, _, err = adm.Floor(ctx, groupID); err != nil {
+		return nil, cur, err
+	}
+	if a.boundaries, err = adm.Boundaries(ctx, groupID); err != nil {
+		return nil, cur, err
+	}
+	remote := tx.RemoteCommitLog()
+	if a.pos, err = remote.ReadPosition(ctx, groupID); err != nil {
+		return nil, cur, err
+	}
+	if r, err := remote.Last(ctx, groupID); err == nil {
+		a.last = &r
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return nil, cur, err
+	}
+	return a, cur, nil
 }
 
 // updateForkState recomputes the fork state (FORK-082) unless it is

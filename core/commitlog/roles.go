@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -63,6 +62,7 @@ type roleState struct {
 	inboxes  map[string]bool
 	ownInbox string
 	ownKey   []byte
+	keys     map[string]bool // signature keys of publisher leaves
 }
 
 func (l *Log) roles(ct ports.ConversationType, view ports.GroupView) (roleState, error) {
@@ -70,7 +70,12 @@ func (l *Log) roles(ct ports.ConversationType, view ports.GroupView) (roleState,
 	if err != nil {
 		return roleState{}, err
 	}
-	rs := roleState{view: view, inboxes: in}
+	rs := roleState{view: view, inboxes: in, keys: map[string]bool{}}
+	for _, m := range view.Members {
+		if in[m.InboxID] {
+			rs.keys[string(m.SignatureKey)] = true
+		}
+	}
 	if view.Active {
 		for _, m := range view.Members {
 			if m.LeafIndex == view.OwnLeaf {
@@ -89,22 +94,7 @@ func (r roleState) selfPublisher() bool {
 
 // isPublisherKey reports that key is the signature_key of a leaf whose
 // inbox is a publisher.
-func (r roleState) isPublisherKey(key []byte) bool {
-	for _, m := range r.view.Members {
-		if bytes.Equal(m.SignatureKey, key) && r.inboxes[m.InboxID] {
-			return true
-		}
-	}
-	return false
-}
+func (r roleState) isPublisherKey(key []byte) bool { return r.keys[string(key)] }
 
 // publisherKeys returns the signature keys of every publisher leaf.
-func (r roleState) publisherKeys() map[string]bool {
-	out := map[string]bool{}
-	for _, m := range r.view.Members {
-		if r.inboxes[m.InboxID] {
-			out[string(m.SignatureKey)] = true
-		}
-	}
-	return out
-}
+func (r roleState) publisherKeys() map[string]bool { return r.keys }

@@ -40,11 +40,9 @@ func Nonce(k Keys, encoded []byte) []byte {
 // authorDigest is the SHA-512 prehash the Ed25519ph author signature signs:
 // topic || canonical encoding of the entry with author_signature empty.
 func authorDigest(topic []byte, e *contentspb.PlaintextCommitLogEntry) []byte {
-	unsigned := proto.Clone(e).(*contentspb.PlaintextCommitLogEntry)
-	unsigned.AuthorSignature = nil
 	h := sha512.New()
 	h.Write(topic)
-	h.Write(EncodeEntry(unsigned))
+	h.Write(encodeEntry(e, false))
 	return h.Sum(nil)
 }
 
