@@ -14,8 +14,9 @@
 //
 // # Errors
 //
-// [ErrWrongEpoch] and [ErrWrongGroup] classify messages that belong
-// elsewhere; [ErrInvalid] wraps every rule a message breaks; [ErrRemoved]
+// [ErrWrongEpoch] (as an [*EpochError]) and [ErrWrongGroup] classify
+// messages that belong elsewhere; [ErrUndecryptable] a PrivateMessage this
+// epoch's keys cannot open; [ErrInvalid] wraps every rule a message breaks; [ErrRemoved]
 // reports a commit that removed this member; [ErrUnknownPSK] a PSK the
 // caller does not hold.
 package group
@@ -49,7 +50,27 @@ var (
 	ErrUnknownPSK = errors.New("group: unknown pre-shared key")
 	// ErrUnsupported means the message uses a feature this package lacks.
 	ErrUnsupported = errors.New("group: unsupported")
+	// ErrUndecryptable means a PrivateMessage could not be decrypted with
+	// this epoch's keys.
+	ErrUndecryptable = errors.New("group: undecryptable")
 )
+
+// EpochError is the error for a message of another epoch; it unwraps to
+// ErrWrongEpoch.
+type EpochError struct {
+	MessageEpoch, GroupEpoch uint64
+}
+
+func (e *EpochError) Error() string {
+	rel := "older"
+	if e.MessageEpoch > e.GroupEpoch {
+		rel = "newer"
+	}
+	return fmt.Sprintf("group: wrong epoch: message epoch %d is %s than group epoch %d", e.MessageEpoch, rel, e.GroupEpoch)
+}
+
+// Unwrap returns ErrWrongEpoch.
+func (e *EpochError) Unwrap() error { return ErrWrongEpoch }
 
 // PSKStore supplies pre-shared keys.
 type PSKStore interface {

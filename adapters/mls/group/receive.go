@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
@@ -26,7 +27,7 @@ func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, erro
 		return nil, fmt.Errorf("%w: %x", ErrWrongGroup, groupID)
 	}
 	if epoch != g.gc.Epoch {
-		return nil, fmt.Errorf("%w: message for epoch %d, group at %d", ErrWrongEpoch, epoch, g.gc.Epoch)
+		return nil, &EpochError{MessageEpoch: epoch, GroupEpoch: g.gc.Epoch}
 	}
 	var ac *framing.AuthenticatedContent
 	var err error
@@ -37,6 +38,9 @@ func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, erro
 		ac, err = m.Public.Unprotect(g.suite, g.epoch.MembershipKey, g.gcBytes)
 	} else {
 		ac, err = framing.Decrypt(g.suite, m.Private, g.secrets, g.epoch.SenderDataSecret)
+	}
+	if errors.Is(err, framing.ErrDecrypt) {
+		return nil, fmt.Errorf("%w: %w", ErrUndecryptable, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

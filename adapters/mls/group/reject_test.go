@@ -146,3 +146,26 @@ func FuzzJoin(f *testing.F) {
 		_, _ = group.Join(s, m.Welcome, &group.JoinOptions{KeyPackage: b.kp, InitPriv: b.initPr, EncryptionPriv: b.encPriv, SignaturePriv: b.sigPriv, Tree: tree})
 	})
 }
+
+// TestMessageClassification: messages of other epochs are *EpochError,
+// ciphertexts that do not open are ErrUndecryptable.
+func TestMessageClassification(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	msg, err := ga.Protect([]byte("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *msg.Private
+	bad.Ciphertext = append([]byte(nil), bad.Ciphertext...)
+	bad.Ciphertext[0] ^= 1
+	if _, _, err := gb.Unprotect(&framing.MLSMessage{Version: msg.Version, WireFormat: msg.WireFormat, Private: &bad}); !errors.Is(err, group.ErrUndecryptable) {
+		t.Fatalf("corrupted ciphertext: %v", err)
+	}
+	p, _ := ga.Commit(&group.CommitOptions{Path: true})
+	_ = ga.MergePending(p)
+	late, _ := ga.Protect([]byte("later"))
+	var ee *group.EpochError
+	if _, _, err := gb.Unprotect(late); !errors.As(err, &ee) || ee.MessageEpoch != 2 || ee.GroupEpoch != 1 || !errors.Is(err, group.ErrWrongEpoch) {
+		t.Fatalf("future epoch: %v", err)
+	}
+}
