@@ -24,9 +24,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 
@@ -91,6 +93,11 @@ func (s *Server) GRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(256),
+		// Clients ping idle connections (a subscription may be silent for
+		// hours); allow that, and drop peers that stop answering.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	}, extra...)
 	gs := grpc.NewServer(opts...)
 	deliverypb.RegisterDeliveryServer(gs, s)
