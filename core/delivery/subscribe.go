@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -120,6 +121,10 @@ func (sub *subscription) wakeUp() {
 func (sub *subscription) run(parent context.Context) {
 	defer close(sub.done)
 	defer sub.svc.hub.remove(sub, sub.topics)
+	// The poll is operational, not a deadline of any rule, so it runs on
+	// a real timer and never shows up as a waiter on a fake clock.
+	poll := time.NewTimer(sub.svc.opts.PollInterval)
+	defer poll.Stop()
 	for {
 		select {
 		case <-sub.ctx.Done():
@@ -129,8 +134,9 @@ func (sub *subscription) run(parent context.Context) {
 			sub.fail(fmt.Errorf("%w: subscription context ended: %w", ports.ErrClosed, parent.Err()))
 			return
 		case <-sub.wake:
-		case <-sub.svc.opts.Clock.After(sub.svc.opts.PollInterval):
+		case <-poll.C:
 		}
+		poll.Reset(sub.svc.opts.PollInterval)
 		if err := sub.drain(parent); err != nil {
 			sub.fail(err)
 			return
