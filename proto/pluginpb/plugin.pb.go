@@ -7,7 +7,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: proto/pluginpb/plugin.proto
+// source: pluginpb/plugin.proto
 
 package pluginpb
 
@@ -78,11 +78,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_proto_pluginpb_plugin_proto_enumTypes[0].Descriptor()
+	return file_pluginpb_plugin_proto_enumTypes[0].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_proto_pluginpb_plugin_proto_enumTypes[0]
+	return &file_pluginpb_plugin_proto_enumTypes[0]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -91,7 +91,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
 }
 
 type DescribeRequest struct {
@@ -102,7 +102,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_pluginpb_plugin_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +114,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[0]
+	mi := &file_pluginpb_plugin_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +127,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{0}
 }
 
 type WrapperDescription struct {
@@ -140,7 +140,7 @@ type WrapperDescription struct {
 
 func (x *WrapperDescription) Reset() {
 	*x = WrapperDescription{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_pluginpb_plugin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +152,7 @@ func (x *WrapperDescription) String() string {
 func (*WrapperDescription) ProtoMessage() {}
 
 func (x *WrapperDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[1]
+	mi := &file_pluginpb_plugin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +165,7 @@ func (x *WrapperDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperDescription.ProtoReflect.Descriptor instead.
 func (*WrapperDescription) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *WrapperDescription) GetId() int32 {
@@ -193,7 +193,7 @@ type AeadDescription struct {
 
 func (x *AeadDescription) Reset() {
 	*x = AeadDescription{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_pluginpb_plugin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +205,7 @@ func (x *AeadDescription) String() string {
 func (*AeadDescription) ProtoMessage() {}
 
 func (x *AeadDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[2]
+	mi := &file_pluginpb_plugin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +218,7 @@ func (x *AeadDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AeadDescription.ProtoReflect.Descriptor instead.
 func (*AeadDescription) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AeadDescription) GetId() int32 {
@@ -252,7 +252,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_pluginpb_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +264,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[3]
+	mi := &file_pluginpb_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +277,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DescribeResponse) GetWrappers() []*WrapperDescription {
@@ -303,7 +303,7 @@ type WrapperGenerateKeyRequest struct {
 
 func (x *WrapperGenerateKeyRequest) Reset() {
 	*x = WrapperGenerateKeyRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_pluginpb_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +315,7 @@ func (x *WrapperGenerateKeyRequest) String() string {
 func (*WrapperGenerateKeyRequest) ProtoMessage() {}
 
 func (x *WrapperGenerateKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[4]
+	mi := &file_pluginpb_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +328,7 @@ func (x *WrapperGenerateKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperGenerateKeyRequest.ProtoReflect.Descriptor instead.
 func (*WrapperGenerateKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WrapperGenerateKeyRequest) GetId() int32 {
@@ -348,7 +348,7 @@ type WrapperGenerateKeyResponse struct {
 
 func (x *WrapperGenerateKeyResponse) Reset() {
 	*x = WrapperGenerateKeyResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_pluginpb_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +360,7 @@ func (x *WrapperGenerateKeyResponse) String() string {
 func (*WrapperGenerateKeyResponse) ProtoMessage() {}
 
 func (x *WrapperGenerateKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[5]
+	mi := &file_pluginpb_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +373,7 @@ func (x *WrapperGenerateKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperGenerateKeyResponse.ProtoReflect.Descriptor instead.
 func (*WrapperGenerateKeyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WrapperGenerateKeyResponse) GetPublicKey() []byte {
@@ -400,7 +400,7 @@ type WrapperCheckPublicKeyRequest struct {
 
 func (x *WrapperCheckPublicKeyRequest) Reset() {
 	*x = WrapperCheckPublicKeyRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_pluginpb_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +412,7 @@ func (x *WrapperCheckPublicKeyRequest) String() string {
 func (*WrapperCheckPublicKeyRequest) ProtoMessage() {}
 
 func (x *WrapperCheckPublicKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[6]
+	mi := &file_pluginpb_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +425,7 @@ func (x *WrapperCheckPublicKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperCheckPublicKeyRequest.ProtoReflect.Descriptor instead.
 func (*WrapperCheckPublicKeyRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WrapperCheckPublicKeyRequest) GetId() int32 {
@@ -450,7 +450,7 @@ type WrapperCheckPublicKeyResponse struct {
 
 func (x *WrapperCheckPublicKeyResponse) Reset() {
 	*x = WrapperCheckPublicKeyResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_pluginpb_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +462,7 @@ func (x *WrapperCheckPublicKeyResponse) String() string {
 func (*WrapperCheckPublicKeyResponse) ProtoMessage() {}
 
 func (x *WrapperCheckPublicKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[7]
+	mi := &file_pluginpb_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +475,7 @@ func (x *WrapperCheckPublicKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperCheckPublicKeyResponse.ProtoReflect.Descriptor instead.
 func (*WrapperCheckPublicKeyResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 type WrapperSealRequest struct {
@@ -490,7 +490,7 @@ type WrapperSealRequest struct {
 
 func (x *WrapperSealRequest) Reset() {
 	*x = WrapperSealRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_pluginpb_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +502,7 @@ func (x *WrapperSealRequest) String() string {
 func (*WrapperSealRequest) ProtoMessage() {}
 
 func (x *WrapperSealRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[8]
+	mi := &file_pluginpb_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +515,7 @@ func (x *WrapperSealRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperSealRequest.ProtoReflect.Descriptor instead.
 func (*WrapperSealRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WrapperSealRequest) GetId() int32 {
@@ -555,7 +555,7 @@ type WrapperSealResponse struct {
 
 func (x *WrapperSealResponse) Reset() {
 	*x = WrapperSealResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_pluginpb_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +567,7 @@ func (x *WrapperSealResponse) String() string {
 func (*WrapperSealResponse) ProtoMessage() {}
 
 func (x *WrapperSealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[9]
+	mi := &file_pluginpb_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +580,7 @@ func (x *WrapperSealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperSealResponse.ProtoReflect.Descriptor instead.
 func (*WrapperSealResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WrapperSealResponse) GetSealed() [][]byte {
@@ -602,7 +602,7 @@ type WrapperOpenRequest struct {
 
 func (x *WrapperOpenRequest) Reset() {
 	*x = WrapperOpenRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_pluginpb_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +614,7 @@ func (x *WrapperOpenRequest) String() string {
 func (*WrapperOpenRequest) ProtoMessage() {}
 
 func (x *WrapperOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[10]
+	mi := &file_pluginpb_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +627,7 @@ func (x *WrapperOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperOpenRequest.ProtoReflect.Descriptor instead.
 func (*WrapperOpenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WrapperOpenRequest) GetId() int32 {
@@ -667,7 +667,7 @@ type WrapperOpenResponse struct {
 
 func (x *WrapperOpenResponse) Reset() {
 	*x = WrapperOpenResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_pluginpb_plugin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +679,7 @@ func (x *WrapperOpenResponse) String() string {
 func (*WrapperOpenResponse) ProtoMessage() {}
 
 func (x *WrapperOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[11]
+	mi := &file_pluginpb_plugin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +692,7 @@ func (x *WrapperOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WrapperOpenResponse.ProtoReflect.Descriptor instead.
 func (*WrapperOpenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WrapperOpenResponse) GetPlaintexts() [][]byte {
@@ -715,7 +715,7 @@ type AeadSealRequest struct {
 
 func (x *AeadSealRequest) Reset() {
 	*x = AeadSealRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_pluginpb_plugin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +727,7 @@ func (x *AeadSealRequest) String() string {
 func (*AeadSealRequest) ProtoMessage() {}
 
 func (x *AeadSealRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[12]
+	mi := &file_pluginpb_plugin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +740,7 @@ func (x *AeadSealRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AeadSealRequest.ProtoReflect.Descriptor instead.
 func (*AeadSealRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AeadSealRequest) GetId() int32 {
@@ -787,7 +787,7 @@ type AeadSealResponse struct {
 
 func (x *AeadSealResponse) Reset() {
 	*x = AeadSealResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_pluginpb_plugin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +799,7 @@ func (x *AeadSealResponse) String() string {
 func (*AeadSealResponse) ProtoMessage() {}
 
 func (x *AeadSealResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[13]
+	mi := &file_pluginpb_plugin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +812,7 @@ func (x *AeadSealResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AeadSealResponse.ProtoReflect.Descriptor instead.
 func (*AeadSealResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AeadSealResponse) GetCiphertext() []byte {
@@ -835,7 +835,7 @@ type AeadOpenRequest struct {
 
 func (x *AeadOpenRequest) Reset() {
 	*x = AeadOpenRequest{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_pluginpb_plugin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +847,7 @@ func (x *AeadOpenRequest) String() string {
 func (*AeadOpenRequest) ProtoMessage() {}
 
 func (x *AeadOpenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[14]
+	mi := &file_pluginpb_plugin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +860,7 @@ func (x *AeadOpenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AeadOpenRequest.ProtoReflect.Descriptor instead.
 func (*AeadOpenRequest) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AeadOpenRequest) GetId() int32 {
@@ -907,7 +907,7 @@ type AeadOpenResponse struct {
 
 func (x *AeadOpenResponse) Reset() {
 	*x = AeadOpenResponse{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_pluginpb_plugin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +919,7 @@ func (x *AeadOpenResponse) String() string {
 func (*AeadOpenResponse) ProtoMessage() {}
 
 func (x *AeadOpenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[15]
+	mi := &file_pluginpb_plugin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +932,7 @@ func (x *AeadOpenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AeadOpenResponse.ProtoReflect.Descriptor instead.
 func (*AeadOpenResponse) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AeadOpenResponse) GetPlaintext() []byte {
@@ -953,7 +953,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_pluginpb_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +965,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_proto_pluginpb_plugin_proto_msgTypes[16]
+	mi := &file_pluginpb_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +978,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_proto_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
+	return file_pluginpb_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -995,11 +995,11 @@ func (x *Error) GetMessage() string {
 	return ""
 }
 
-var File_proto_pluginpb_plugin_proto protoreflect.FileDescriptor
+var File_pluginpb_plugin_proto protoreflect.FileDescriptor
 
-const file_proto_pluginpb_plugin_proto_rawDesc = "" +
+const file_pluginpb_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bproto/pluginpb/plugin.proto\x12\x11regroup.plugin.v1\"\x11\n" +
+	"\x15pluginpb/plugin.proto\x12\x11regroup.plugin.v1\"\x11\n" +
 	"\x0fDescribeRequest\"L\n" +
 	"\x12WrapperDescription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12&\n" +
@@ -1088,20 +1088,20 @@ const file_proto_pluginpb_plugin_proto_rawDesc = "" +
 	"\bAeadOpen\x12\".regroup.plugin.v1.AeadOpenRequest\x1a#.regroup.plugin.v1.AeadOpenResponseB8Z6github.com/regroup-mls/regroup/proto/pluginpb;pluginpbb\x06proto3"
 
 var (
-	file_proto_pluginpb_plugin_proto_rawDescOnce sync.Once
-	file_proto_pluginpb_plugin_proto_rawDescData []byte
+	file_pluginpb_plugin_proto_rawDescOnce sync.Once
+	file_pluginpb_plugin_proto_rawDescData []byte
 )
 
-func file_proto_pluginpb_plugin_proto_rawDescGZIP() []byte {
-	file_proto_pluginpb_plugin_proto_rawDescOnce.Do(func() {
-		file_proto_pluginpb_plugin_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_proto_pluginpb_plugin_proto_rawDesc), len(file_proto_pluginpb_plugin_proto_rawDesc)))
+func file_pluginpb_plugin_proto_rawDescGZIP() []byte {
+	file_pluginpb_plugin_proto_rawDescOnce.Do(func() {
+		file_pluginpb_plugin_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_pluginpb_plugin_proto_rawDesc), len(file_pluginpb_plugin_proto_rawDesc)))
 	})
-	return file_proto_pluginpb_plugin_proto_rawDescData
+	return file_pluginpb_plugin_proto_rawDescData
 }
 
-var file_proto_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_proto_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
-var file_proto_pluginpb_plugin_proto_goTypes = []any{
+var file_pluginpb_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_pluginpb_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_pluginpb_plugin_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: regroup.plugin.v1.ErrorCode
 	(*DescribeRequest)(nil),               // 1: regroup.plugin.v1.DescribeRequest
 	(*WrapperDescription)(nil),            // 2: regroup.plugin.v1.WrapperDescription
@@ -1121,7 +1121,7 @@ var file_proto_pluginpb_plugin_proto_goTypes = []any{
 	(*AeadOpenResponse)(nil),              // 16: regroup.plugin.v1.AeadOpenResponse
 	(*Error)(nil),                         // 17: regroup.plugin.v1.Error
 }
-var file_proto_pluginpb_plugin_proto_depIdxs = []int32{
+var file_pluginpb_plugin_proto_depIdxs = []int32{
 	2,  // 0: regroup.plugin.v1.DescribeResponse.wrappers:type_name -> regroup.plugin.v1.WrapperDescription
 	3,  // 1: regroup.plugin.v1.DescribeResponse.aeads:type_name -> regroup.plugin.v1.AeadDescription
 	0,  // 2: regroup.plugin.v1.Error.code:type_name -> regroup.plugin.v1.ErrorCode
@@ -1146,27 +1146,27 @@ var file_proto_pluginpb_plugin_proto_depIdxs = []int32{
 	0,  // [0:3] is the sub-list for field type_name
 }
 
-func init() { file_proto_pluginpb_plugin_proto_init() }
-func file_proto_pluginpb_plugin_proto_init() {
-	if File_proto_pluginpb_plugin_proto != nil {
+func init() { file_pluginpb_plugin_proto_init() }
+func file_pluginpb_plugin_proto_init() {
+	if File_pluginpb_plugin_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_proto_pluginpb_plugin_proto_rawDesc), len(file_proto_pluginpb_plugin_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pluginpb_plugin_proto_rawDesc), len(file_pluginpb_plugin_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_proto_pluginpb_plugin_proto_goTypes,
-		DependencyIndexes: file_proto_pluginpb_plugin_proto_depIdxs,
-		EnumInfos:         file_proto_pluginpb_plugin_proto_enumTypes,
-		MessageInfos:      file_proto_pluginpb_plugin_proto_msgTypes,
+		GoTypes:           file_pluginpb_plugin_proto_goTypes,
+		DependencyIndexes: file_pluginpb_plugin_proto_depIdxs,
+		EnumInfos:         file_pluginpb_plugin_proto_enumTypes,
+		MessageInfos:      file_pluginpb_plugin_proto_msgTypes,
 	}.Build()
-	File_proto_pluginpb_plugin_proto = out.File
-	file_proto_pluginpb_plugin_proto_goTypes = nil
-	file_proto_pluginpb_plugin_proto_depIdxs = nil
+	File_pluginpb_plugin_proto = out.File
+	file_pluginpb_plugin_proto_goTypes = nil
+	file_pluginpb_plugin_proto_depIdxs = nil
 }

@@ -7,7 +7,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.0
 // - protoc             v3.21.12
-// source: proto/pluginpb/plugin.proto
+// source: pluginpb/plugin.proto
 
 package pluginpb
 
@@ -360,5 +360,5 @@ var Algorithms_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "proto/pluginpb/plugin.proto",
+	Metadata: "pluginpb/plugin.proto",
 }
