@@ -31,7 +31,7 @@ func (g *Group) HandleCommit(m *framing.MLSMessage) error {
 // the new epoch for [Group.MergePending]. A commit that removes this member
 // returns ErrRemoved.
 func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
-	ac, err := g.open(m)
+	ac, err := g.open(m, false)
 	if err != nil {
 		return nil, err
 	}

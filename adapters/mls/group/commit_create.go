@@ -174,7 +174,11 @@ func (g *Group) MergePending(p *Pending) error {
 	if p == nil || p.next == nil || p.next.gc.Epoch != g.gc.Epoch+1 {
 		return fmt.Errorf("%w: pending commit is not for the current epoch", ErrWrongEpoch)
 	}
-	*g = *p.next
+	next := p.next
+	next.maxPast = g.maxPast
+	next.past = append(g.past, *g.current())
+	next.trimPast()
+	*g = *next
 	p.next = nil
 	return nil
 }

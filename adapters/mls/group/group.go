@@ -108,6 +108,9 @@ type Group struct {
 	confirmationTag []byte
 	// pskList names the PSKs of the commit that started this epoch, for its Welcome.
 	pskList []message.PreSharedKeyID
+	// past holds the receive keys of retained past epochs, oldest first.
+	past    []view
+	maxPast int
 }
 
 type cached struct {
@@ -155,6 +158,19 @@ func (g *Group) install(gc message.GroupContext, tree *ratchettree.Tree, priv *t
 	g.resume[gc.Epoch] = epoch.ResumptionPSK
 	delete(g.resume, gc.Epoch-maxResumptionEpochs)
 	return nil
+}
+
+// SetPastEpochs sets how many past epochs keep their keys for late
+// application messages (0, the default, keeps none); older ones are erased.
+func (g *Group) SetPastEpochs(n int) {
+	g.maxPast = max(n, 0)
+	g.trimPast()
+}
+
+func (g *Group) trimPast() {
+	for len(g.past) > g.maxPast {
+		g.past = g.past[1:]
+	}
 }
 
 func invalid(format string, args ...any) error {

@@ -97,8 +97,27 @@ func agree(t *testing.T, step string, gs ...*group.Group) {
 // messages, in PublicMessage and PrivateMessage commits, checking that the
 // epoch authenticators agree at every epoch (§12.4).
 func TestLifecycle(t *testing.T) {
-	for _, wf := range []framing.WireFormat{framing.WirePublicMessage, framing.WirePrivateMessage} {
-		t.Run(fmt.Sprintf("wire-format-%d", wf), func(t *testing.T) {
+	for _, tc := range []struct {
+		wf      framing.WireFormat
+		restart bool
+	}{{framing.WirePublicMessage, false}, {framing.WirePrivateMessage, false}, {framing.WirePrivateMessage, true}} {
+		wf := tc.wf
+		t.Run(fmt.Sprintf("wire-format-%d/restart-%v", wf, tc.restart), func(t *testing.T) {
+			// rs simulates a process restart: the state goes through Marshal and Load.
+			rs := func(gs ...**group.Group) {
+				if !tc.restart {
+					return
+				}
+				for _, g := range gs {
+					b, err := (*g).Marshal()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if *g, err = group.Load(b, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
 			a, b, c := newClient(t, s, "alice"), newClient(t, s, "bob"), newClient(t, s, "carol")
 			leaf := a.kp.LeafNode
@@ -116,6 +135,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			gb := b.join(t, s, p.Welcome)
+			rs(&ga, &gb)
 			agree(t, "bob joined", ga, gb)
 
 			// Bob proposes adding Carol; Alice commits it by reference with a path.
@@ -137,6 +157,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatal(err)
 			}
 			gc := c.join(t, s, p.Welcome)
+			rs(&ga, &gb, &gc)
 			agree(t, "carol joined", ga, gb, gc)
 
 			// Carol commits an empty commit (path required) and everyone follows.
@@ -152,6 +173,7 @@ func TestLifecycle(t *testing.T) {
 			if err := gc.MergePending(p); err != nil {
 				t.Fatal(err)
 			}
+			rs(&ga, &gb, &gc)
 			agree(t, "carol's update", ga, gb, gc)
 
 			// Application messages.
@@ -171,6 +193,7 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 
+			rs(&ga, &gb, &gc)
 			// Carol removes Bob; Bob learns he is out.
 			p, err = gc.Commit(&group.CommitOptions{WireFormat: wf,
 				Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: uint32(gb.Leaf())}}}})

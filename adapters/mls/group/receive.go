@@ -5,12 +5,46 @@ import (
 	"fmt"
 
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/secrettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 )
 
-// open unprotects m for the current epoch and verifies its signature with
-// the sender's leaf key (§6.2, §6.3). Only member senders are supported.
-func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, error) {
+// view is what unprotecting a message of one epoch needs.
+type view struct {
+	epoch      uint64
+	gcBytes    []byte
+	tree       *ratchettree.Tree
+	secrets    *secrettree.Tree
+	senderData []byte
+	membership []byte
+}
+
+func (g *Group) current() *view {
+	return &view{epoch: g.gc.Epoch, gcBytes: g.gcBytes, tree: g.tree, secrets: g.secrets,
+		senderData: g.epoch.SenderDataSecret, membership: g.epoch.MembershipKey}
+}
+
+// viewFor returns the keys of the message's epoch: the current one, or a
+// retained past one when allowPast is set.
+func (g *Group) viewFor(epoch uint64, allowPast bool) (*view, error) {
+	if epoch == g.gc.Epoch {
+		return g.current(), nil
+	}
+	if allowPast {
+		for i := range g.past {
+			if g.past[i].epoch == epoch {
+				return &g.past[i], nil
+			}
+		}
+	}
+	return nil, &EpochError{MessageEpoch: epoch, GroupEpoch: g.gc.Epoch}
+}
+
+// open unprotects m and verifies its signature with the sender's leaf key
+// (§6.2, §6.3). Only member senders are supported; allowPast admits
+// messages of retained past epochs.
+func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.AuthenticatedContent, error) {
 	var (
 		groupID []byte
 		epoch   uint64
@@ -26,18 +60,18 @@ func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, erro
 	if string(groupID) != string(g.gc.GroupID) {
 		return nil, fmt.Errorf("%w: %x", ErrWrongGroup, groupID)
 	}
-	if epoch != g.gc.Epoch {
-		return nil, &EpochError{MessageEpoch: epoch, GroupEpoch: g.gc.Epoch}
+	v, err := g.viewFor(epoch, allowPast)
+	if err != nil {
+		return nil, err
 	}
 	var ac *framing.AuthenticatedContent
-	var err error
 	if m.Public != nil {
 		if m.Public.Content.Sender.Type != framing.SenderMember {
 			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, m.Public.Content.Sender.Type)
 		}
-		ac, err = m.Public.Unprotect(g.suite, g.epoch.MembershipKey, g.gcBytes)
+		ac, err = m.Public.Unprotect(g.suite, v.membership, v.gcBytes)
 	} else {
-		ac, err = framing.Decrypt(g.suite, m.Private, g.secrets, g.epoch.SenderDataSecret)
+		ac, err = framing.Decrypt(g.suite, m.Private, v.secrets, v.senderData)
 	}
 	if errors.Is(err, framing.ErrDecrypt) {
 		return nil, fmt.Errorf("%w: %w", ErrUndecryptable, err)
@@ -45,11 +79,11 @@ func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	leaf := g.tree.Leaf(treemath.LeafIndex(ac.Content.Sender.LeafIndex))
+	leaf := v.tree.Leaf(treemath.LeafIndex(ac.Content.Sender.LeafIndex))
 	if leaf == nil {
 		return nil, invalid("sender leaf %d is blank", ac.Content.Sender.LeafIndex)
 	}
-	if err := ac.Verify(g.suite, leaf.SignatureKey, g.gcBytes); err != nil {
+	if err := ac.Verify(g.suite, leaf.SignatureKey, v.gcBytes); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return ac, nil
@@ -58,7 +92,7 @@ func (g *Group) open(m *framing.MLSMessage) (*framing.AuthenticatedContent, erro
 // HandleProposal verifies a proposal message of the current epoch and
 // caches it, so that a later commit can include it by reference (§12.4).
 func (g *Group) HandleProposal(m *framing.MLSMessage) error {
-	ac, err := g.open(m)
+	ac, err := g.open(m, false)
 	if err != nil {
 		return err
 	}
@@ -73,10 +107,11 @@ func (g *Group) HandleProposal(m *framing.MLSMessage) error {
 	return nil
 }
 
-// Unprotect opens an application message of the current epoch and returns
-// its data and sender leaf.
+// Unprotect opens an application message of the current epoch, or of a
+// retained past one (see [Group.SetPastEpochs]), and returns its data and
+// sender leaf.
 func (g *Group) Unprotect(m *framing.MLSMessage) ([]byte, treemath.LeafIndex, error) {
-	ac, err := g.open(m)
+	ac, err := g.open(m, true)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -169,3 +169,41 @@ func TestMessageClassification(t *testing.T) {
 		t.Fatalf("future epoch: %v", err)
 	}
 }
+
+// TestPastEpochs: with one past epoch retained, an application message of
+// the previous epoch still opens after a commit, also after a restart;
+// without retention it is an *EpochError.
+func TestPastEpochs(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	gb.SetPastEpochs(1)
+	early, err := ga.Protect([]byte("sent before the commit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	early2, _ := ga.Protect([]byte("second"))
+	p, _ := ga.Commit(&group.CommitOptions{Path: true})
+	if err := gb.HandleCommit(wire(t, p.Message)); err != nil {
+		t.Fatal(err)
+	}
+	if data, _, err := gb.Unprotect(wire(t, early)); err != nil || string(data) != "sent before the commit" {
+		t.Fatalf("late message: %q %v", data, err)
+	}
+	b, err := gb.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb2, err := group.Load(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := gb2.Unprotect(wire(t, early)); !errors.Is(err, group.ErrUndecryptable) {
+		t.Fatalf("replayed late message after restart: %v", err)
+	}
+	if data, _, err := gb2.Unprotect(wire(t, early2)); err != nil || string(data) != "second" {
+		t.Fatalf("late message after restart: %q %v", data, err)
+	}
+	gb2.SetPastEpochs(0)
+	if _, _, err := gb2.Unprotect(wire(t, early2)); !errors.Is(err, group.ErrWrongEpoch) {
+		t.Fatalf("without retention: %v", err)
+	}
+}

@@ -161,3 +161,36 @@ func BenchmarkRatchet(b *testing.B) {
 		}
 	})
 }
+
+// TestEncodeDecode: a tree restored from its encoding hands out the same
+// keys and still refuses used ones.
+func TestEncodeDecode(t *testing.T) {
+	a := newTree(t, &secrettree.Options{MaxSkip: 50, MaxStored: 20})
+	b := newTree(t, nil)
+	if err := open(a, 1, 5); err != nil { // skips 0..4
+		t.Fatal(err)
+	}
+	enc, err := a.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+	c, err := secrettree.Decode(s, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := open(c, 1, 5); !errors.Is(err, secrettree.ErrGenerationUsed) {
+		t.Fatalf("used key after restore: %v", err)
+	}
+	for _, g := range []uint32{2, 7} {
+		var got, want []byte
+		_ = c.Open(1, secrettree.Application, g, func(kn secrettree.KeyNonce) error { got = append([]byte(nil), kn.Key...); return nil })
+		_ = b.Open(1, secrettree.Application, g, func(kn secrettree.KeyNonce) error { want = append([]byte(nil), kn.Key...); return nil })
+		if got == nil || !bytes.Equal(got, want) {
+			t.Fatalf("generation %d after restore differs", g)
+		}
+	}
+	if _, err := secrettree.Decode(s, enc[:len(enc)-1]); err == nil {
+		t.Fatal("truncated state decoded")
+	}
+}
