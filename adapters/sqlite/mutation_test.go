@@ -35,6 +35,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"destroy-keeps-wrapper-key", "JOIN-019/DestroyErasesAllThreePrivateKeys"},
 		{"append-duplicates", "FORK-001/LocalEntryAtMostOncePerOutcome"},
 		{"list-unordered", "FORK-021/LocalLogOrderedBySeq"},
+		{"autocommit-each-write", "PROC-008/SIGKILLDuringOpenTxLeavesNothing"},
 	} {
 		t.Run(m.breaks, func(t *testing.T) {
 			parts := strings.Split(m.kase, "/")
@@ -73,6 +74,16 @@ func (h *brokenHarness) Open(ctx context.Context) (ports.Store, error) {
 		h.path = "" // a new, empty file
 	}
 	s, err := h.harness.Open(ctx)
+	return brokenStore{s, h.rule}, err
+}
+
+// OpenLocator opens the crash child's store; with autocommit-each-write it
+// commits every write on its own, as a store without transactions would.
+func (h *brokenHarness) OpenLocator(ctx context.Context, loc string) (ports.Store, error) {
+	s, err := h.harness.OpenLocator(ctx, loc)
+	if h.rule == "autocommit-each-write" {
+		return autocommitStore{s}, err
+	}
 	return brokenStore{s, h.rule}, err
 }
 
@@ -188,4 +199,52 @@ func (l sloppyLog) List(ctx context.Context, g []byte, after uint64, limit int) 
 		slices.Reverse(es)
 	}
 	return es, err
+}
+
+// autocommitStore runs fn outside any transaction and each write in one of
+// its own. It implements the repositories the crash child uses.
+type autocommitStore struct{ ports.Store }
+
+func (s autocommitStore) Tx(ctx context.Context, fn func(tx ports.Tx) error) error {
+	return fn(autoTx{s: s.Store})
+}
+
+type autoTx struct {
+	ports.Tx // nil: only the methods below are used
+	s        ports.Store
+}
+
+func (t autoTx) Blobs() ports.Blobs                   { return autoBlobs{s: t.s} }
+func (t autoTx) LocalCommitLog() ports.LocalCommitLog { return autoLog{s: t.s} }
+func (t autoTx) Groups() ports.Groups                 { return autoGroups{s: t.s} }
+
+type autoBlobs struct {
+	ports.Blobs
+	s ports.Store
+}
+
+func (b autoBlobs) Put(ctx context.Context, ns, key string, v []byte) error {
+	return b.s.Tx(ctx, func(tx ports.Tx) error { return tx.Blobs().Put(ctx, ns, key, v) })
+}
+
+type autoLog struct {
+	ports.LocalCommitLog
+	s ports.Store
+}
+
+func (l autoLog) Append(ctx context.Context, e ports.LocalCommitLogEntry) (out ports.LocalCommitLogEntry, ins bool, err error) {
+	err = l.s.Tx(ctx, func(tx ports.Tx) error {
+		out, ins, err = tx.LocalCommitLog().Append(ctx, e)
+		return err
+	})
+	return out, ins, err
+}
+
+type autoGroups struct {
+	ports.Groups
+	s ports.Store
+}
+
+func (g autoGroups) Update(ctx context.Context, id []byte, fn func(*ports.Group) error) error {
+	return g.s.Tx(ctx, func(tx ports.Tx) error { return tx.Groups().Update(ctx, id, fn) })
 }

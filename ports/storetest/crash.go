@@ -9,8 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -114,7 +114,7 @@ func testCrash(t *testing.T, h Harness, mode string) {
 		t.Fatal(err)
 	}
 	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+topTest(t)+"$", "-test.count=1", "-test.timeout=5m")
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(topTest(t))+"$", "-test.count=1", "-test.timeout=5m")
 	cmd.Env = append(os.Environ(), envLocator+"="+h.Locator(), envMode+"="+mode, envReady+"="+ready)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -127,7 +127,7 @@ func testCrash(t *testing.T, h Harness, mode string) {
 	if mode == modeLoop {
 		time.Sleep(time.Duration(rand.Int64N(int64(80 * time.Millisecond))))
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL on Unix
 		t.Fatalf("kill child: %v", err)
 	}
 	<-exited
