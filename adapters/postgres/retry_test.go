@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/regroup-mls/regroup/adapters/gormstore"
 	"github.com/regroup-mls/regroup/adapters/postgres"
 	"github.com/regroup-mls/regroup/ports"
 )
@@ -116,5 +117,40 @@ func TestOpenErrors(t *testing.T) {
 		if !errors.Is(err, postgres.ErrBadSchema) {
 			t.Errorf("schema %q: %v, want ErrBadSchema", bad, err)
 		}
+	}
+}
+
+// TestConcurrentOpensMigrateOnce opens several stores on one new schema at
+// once, as processes starting together do: the advisory lock lets one
+// migrate and the others find the schema current.
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	h := newHarness(t)
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			s, err := h.Open(context.Background())
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent open: %v", err)
+		}
+	}
+	s, err := postgres.Open(context.Background(), &postgres.Options{DSN: h.dsn, Schema: h.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var steps int64
+	if err := s.DB().Table("schema_migrations").Count(&steps).Error; err != nil {
+		t.Fatal(err)
+	}
+	if steps != gormstore.SchemaVersion() {
+		t.Errorf("schema_migrations holds %d rows, want %d", steps, gormstore.SchemaVersion())
 	}
 }
