@@ -7,12 +7,17 @@
 // Requests ("op"):
 //   keyPackage  {identity}                 -> {kp, handle}       kp: MLSMessage(KeyPackage)
 //   createGroup {groupId, identity}        -> {handle}
-//   commit      {handle, add:[kp], remove:[leaf], publicMessage, path}
-//                                          -> {commit, welcome?} MLSMessages
+//   commit      {handle, add:[kp], remove:[leaf], publicMessage}
+//                                          -> {commit, welcome?} MLSMessages;
+//                                             ts-mls sends an UpdatePath exactly
+//                                             when the commit needs one (empty
+//                                             commits, removes, updates)
 //   join        {kpHandle, welcome}        -> {handle}
-//   process     {handle, message}          -> {kind, plaintext?}
+//   process     {handle, message}          -> {kind, plaintext?, active}
 //   protect     {handle, plaintext}        -> {message}
-//   state       {handle}                   -> {epoch, epochAuthenticator, members}
+//   export      {handle, label, context, length} -> {secret}
+//   state       {handle}                   -> {epoch, epochAuthenticator, leaf,
+//                                              active, members:[{leaf, identity}]}
 import * as readline from "node:readline";
 import {
   acceptAll,
@@ -28,6 +33,7 @@ import {
   getCiphersuiteFromName,
   getCiphersuiteImpl,
   joinGroup,
+  mlsExporter,
   processMessage,
 } from "ts-mls";
 
@@ -101,10 +107,11 @@ const ops = {
   async process({ handle, message }) {
     const result = await processMessage(decode(message), stateOf(handle), emptyPskIndex, acceptAll, impl);
     states.set(handle, result.newState);
+    const active = result.newState.groupActiveState?.kind ?? "active";
     if (result.kind === "applicationMessage") {
-      return { kind: "application", plaintext: hex(result.message) };
+      return { kind: "application", plaintext: hex(result.message), active };
     }
-    return { kind: "commit" };
+    return { kind: "commit", active };
   },
 
   async protect({ handle, plaintext }) {
@@ -114,11 +121,24 @@ const ops = {
     return { message: hex(encodeMlsMessage(msg)) };
   },
 
+  async export({ handle, label, context, length }) {
+    const state = stateOf(handle);
+    const secret = await mlsExporter(state.keySchedule.exporterSecret, label, unhex(context), length, impl);
+    return { secret: hex(secret) };
+  },
+
   async state({ handle }) {
     const state = stateOf(handle);
+    const members = [];
+    state.ratchetTree.forEach((node, i) => {
+      if (node?.nodeType === "leaf") members.push({ leaf: i / 2, identity: hex(node.leaf.credential.identity) });
+    });
     return {
       epoch: state.groupContext.epoch.toString(),
       epochAuthenticator: hex(state.keySchedule.epochAuthenticator),
+      leaf: state.privatePath.leafIndex,
+      active: state.groupActiveState?.kind ?? "active",
+      members,
     };
   },
 };
