@@ -207,3 +207,23 @@ func TestPastEpochs(t *testing.T) {
 		t.Fatalf("without retention: %v", err)
 	}
 }
+
+// FuzzLoad feeds corrupted group states to Load: errors, never panics.
+func FuzzLoad(f *testing.F) {
+	_, ga, gb, _ := pair(f)
+	for _, g := range []*group.Group{ga, gb} {
+		b, err := g.Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		g, err := group.Load(in, nil)
+		if err != nil {
+			return
+		}
+		_, _ = g.Protect([]byte("x"))
+		_, _ = g.Export("l", nil, 16)
+	})
+}
