@@ -163,3 +163,34 @@ func TestJOIN019DestroyedKeysLeaveTheFile(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentOpensMigrateOnce opens one new file from several
+// goroutines at once: BEGIN IMMEDIATE serializes the migrations, so every
+// open succeeds and each step is recorded once.
+func TestConcurrentOpensMigrateOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			s, err := sqlite.Open(context.Background(), path, nil)
+			if err == nil {
+				err = s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent open: %v", err)
+		}
+	}
+	s := openPath(t, path)
+	var steps int64
+	if err := s.DB().Table("schema_migrations").Count(&steps).Error; err != nil {
+		t.Fatal(err)
+	}
+	if steps != gormstore.SchemaVersion() {
+		t.Errorf("schema_migrations holds %d rows, want %d", steps, gormstore.SchemaVersion())
+	}
+}

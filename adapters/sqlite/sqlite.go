@@ -15,10 +15,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"strings"
 	"time"
 
+	gosqlite "github.com/glebarez/go-sqlite"
 	gsqlite "github.com/glebarez/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -64,15 +66,51 @@ func Open(ctx context.Context, path string, o *Options) (*Store, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "secure_delete(1)")
 	q.Set("_txlock", "immediate")
+	dsn := path + "?" + q.Encode()
+	// Another process (or goroutine) creating the same file can hold it
+	// while this one switches it to WAL, which SQLite reports as busy
+	// without waiting; retry that, within the busy timeout.
+	deadline := time.Now().Add(busy)
+	for {
+		s, err := openOnce(ctx, path, dsn, o)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return s, err
+		}
+		t := time.NewTimer(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("open sqlite %s: %w: %w", path, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED.
+func isBusy(err error) bool {
+	var se *gosqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == 5 || code == 6
+}
+
+func openOnce(ctx context.Context, path, dsn string, o *Options) (*Store, error) {
 	log := o.Logger
 	if log == nil {
 		log = logger.Discard
 	}
-	db, err := gorm.Open(gsqlite.Open(path+"?"+q.Encode()), &gorm.Config{
+	db, err := gorm.Open(gsqlite.Open(dsn), &gorm.Config{
 		Logger:                 log,
 		SkipDefaultTransaction: true,
 	})
 	if err != nil {
+		if db != nil {
+			if sqlDB, e := db.DB(); e == nil {
+				sqlDB.Close()
+			}
+		}
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	sqlDB, err := db.DB()
