@@ -52,17 +52,13 @@ func newClient(t testing.TB, s *ciphersuite.Suite, name string) *client {
 	return &client{name: name, kp: kp, sigPriv: sigPriv, encPriv: encPriv, initPr: initPriv}
 }
 
+func welcomeMessage(w *message.Welcome) *framing.MLSMessage {
+	return &framing.MLSMessage{Version: message.MLS10, WireFormat: framing.WireWelcome, Welcome: w}
+}
+
 func (c *client) join(t testing.TB, s *ciphersuite.Suite, w *message.Welcome) *group.Group {
 	t.Helper()
-	// Send the Welcome over the wire.
-	b, err := codec.Marshal(&framing.MLSMessage{Version: message.MLS10, WireFormat: framing.WireWelcome, Welcome: w})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := framing.Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := wire(t, welcomeMessage(w)) // over the wire
 	g, err := group.Join(s, m.Welcome, &group.JoinOptions{KeyPackage: c.kp, InitPriv: c.initPr, EncryptionPriv: c.encPriv, SignaturePriv: c.sigPriv})
 	if err != nil {
 		t.Fatalf("%s joins: %v", c.name, err)

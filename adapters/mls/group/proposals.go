@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
@@ -103,6 +104,12 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		if err := g.checkKeyPackage(kp); err != nil {
 			return nil, err
 		}
+		for _, m := range tree.Members() {
+			other := tree.Leaf(m)
+			if bytes.Equal(other.SignatureKey, kp.LeafNode.SignatureKey) || bytes.Equal(other.EncryptionKey, kp.LeafNode.EncryptionKey) {
+				return nil, invalid("added key package reuses a key of leaf %d", m)
+			}
+		}
 		l, err := tree.AddLeaf(&kp.LeafNode)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -110,7 +117,16 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		ap.added = append(ap.added, l)
 		ap.addedKPs = append(ap.addedKPs, kp)
 	}
+	seen := map[string]bool{}
 	for _, p := range byType(message.ProposalPreSharedKey) {
+		id, err := codec.Marshal(&p.proposal.PreSharedKey.PSK)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if seen[string(id)] {
+			return nil, invalid("the same PSK proposed twice")
+		}
+		seen[string(id)] = true
 		ap.psks = append(ap.psks, p.proposal.PreSharedKey.PSK)
 	}
 	return ap, nil

@@ -227,3 +227,21 @@ func FuzzLoad(f *testing.F) {
 		_, _ = g.Export("l", nil, 16)
 	})
 }
+
+// TestProposalListRules (§12.2): adding a member already in the group and
+// proposing the same PSK twice are refused when committing.
+func TestProposalListRules(t *testing.T) {
+	s, ga, _, b := pair(t)
+	_, err := ga.Commit(&group.CommitOptions{Proposals: []*message.Proposal{{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *b.kp}}}})
+	if !errors.Is(err, group.ErrInvalid) {
+		t.Fatalf("re-adding bob: %v", err)
+	}
+	psk := message.PreSharedKeyID{Type: message.PSKExternal, ID: []byte("k"), Nonce: make([]byte, s.HashSize())}
+	two := []*message.Proposal{
+		{Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: psk}},
+		{Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: psk}},
+	}
+	if _, err := ga.Commit(&group.CommitOptions{Proposals: two}); !errors.Is(err, group.ErrInvalid) {
+		t.Fatalf("duplicate PSK: %v", err)
+	}
+}
