@@ -55,7 +55,8 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	if ap.needPath && commit.Path == nil {
 		return nil, invalid("commit without a path where one is required")
 	}
-	if tree.Leaf(g.priv.Leaf()) == nil {
+	own := tree.Leaf(g.priv.Leaf())
+	if own == nil {
 		return nil, ErrRemoved
 	}
 	// The provisional group context keeps the old confirmed transcript hash.
@@ -63,6 +64,9 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	gc.Epoch++
 	gc.Extensions = ap.extensions
 	priv := g.priv.Clone()
+	if k, ok := g.leafKeys[string(own.EncryptionKey)]; ok {
+		priv.SetLeafKey(k) // our own Update was committed
+	}
 	commitSecret := make([]byte, g.suite.HashSize())
 	if commit.Path != nil {
 		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc); err != nil {

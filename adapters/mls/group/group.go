@@ -111,6 +111,9 @@ type Group struct {
 	// past holds the receive keys of retained past epochs, oldest first.
 	past    []view
 	maxPast int
+	// leafKeys holds the private keys of this member's proposed updates,
+	// by public key, until a commit applies one.
+	leafKeys map[string][]byte
 }
 
 type cached struct {

@@ -172,6 +172,31 @@ func TestLifecycle(t *testing.T) {
 			rs(&ga, &gb, &gc)
 			agree(t, "carol's update", ga, gb, gc)
 
+			// Bob proposes an update of his leaf; Carol commits it by reference.
+			up, err := gb.ProposeUpdate(wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []*group.Group{ga, gc} {
+				if err := g.HandleProposal(wire(t, up)); err != nil {
+					t.Fatalf("update proposal: %v", err)
+				}
+			}
+			rs(&gb)
+			p, err = gc.Commit(&group.CommitOptions{WireFormat: wf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []*group.Group{ga, gb} {
+				if err := g.HandleCommit(wire(t, p.Message)); err != nil {
+					t.Fatalf("commit of bob's update: %v", err)
+				}
+			}
+			if err := gc.MergePending(p); err != nil {
+				t.Fatal(err)
+			}
+			agree(t, "bob's update", ga, gb, gc)
+
 			// Application messages.
 			for i, sender := range []*group.Group{ga, gb, gc} {
 				msg, err := sender.Protect([]byte(fmt.Sprintf("hello %d", i)))

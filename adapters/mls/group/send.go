@@ -64,3 +64,28 @@ func (g *Group) Propose(p *message.Proposal, wf framing.WireFormat) (*framing.ML
 	g.proposals = append(g.proposals, cached{ref: ref, proposal: p, sender: c.Sender})
 	return m, nil
 }
+
+// ProposeUpdate proposes replacing this member's leaf with one under a
+// fresh encryption key (§12.1.2); the private key is kept until a commit
+// applies the update.
+func (g *Group) ProposeUpdate(wf framing.WireFormat) (*framing.MLSMessage, error) {
+	me := g.priv.Leaf()
+	leaf := *g.tree.Leaf(me)
+	priv, pub, err := g.suite.GenerateHPKEKey()
+	if err != nil {
+		return nil, err
+	}
+	leaf.EncryptionKey, leaf.Source, leaf.ParentHash = pub, message.SourceUpdate, nil
+	if err := leaf.Sign(g.suite, g.sigPriv, g.gc.GroupID, uint32(me)); err != nil {
+		return nil, err
+	}
+	m, err := g.Propose(&message.Proposal{Type: message.ProposalUpdate, Update: &message.Update{LeafNode: leaf}}, wf)
+	if err != nil {
+		return nil, err
+	}
+	if g.leafKeys == nil {
+		g.leafKeys = map[string][]byte{}
+	}
+	g.leafKeys[string(pub)] = priv
+	return m, nil
+}

@@ -57,6 +57,13 @@ func (g *Group) Marshal() ([]byte, error) {
 			g.pskList[i].MarshalMLS(w)
 		}
 	})
+	pubs := slices.Sorted(maps.Keys(g.leafKeys))
+	w.Vector(func(w *codec.Writer) {
+		for _, pub := range pubs {
+			w.Opaque([]byte(pub))
+			w.Opaque(g.leafKeys[pub])
+		}
+	})
 	w.Uint32(uint32(g.maxPast))
 	w.Vector(func(w *codec.Writer) {
 		for _, v := range g.past {
@@ -110,6 +117,11 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 		var id message.PreSharedKeyID
 		r.Value(&id)
 		g.pskList = append(g.pskList, id)
+	})
+	g.leafKeys = map[string][]byte{}
+	r.VectorEach(func(r *codec.Reader) {
+		pub := r.Opaque()
+		g.leafKeys[string(pub)] = r.Opaque()
 	})
 	g.maxPast = int(r.Uint32())
 	var pastErr error

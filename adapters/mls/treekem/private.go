@@ -129,3 +129,10 @@ func (p *PrivateState) usableKey(tree *ratchettree.Tree, x treemath.NodeIndex) (
 	}
 	return k, true
 }
+
+// SetLeafKey replaces the member's leaf private key, as when an Update
+// proposal of its own is committed (§12.1.2).
+func (p *PrivateState) SetLeafKey(priv []byte) {
+	p.Forget(p.leaf.Node())
+	p.keys[p.leaf.Node()] = append([]byte(nil), priv...)
+}
