@@ -38,6 +38,7 @@ func TestSuiteCatchesBrokenStores(t *testing.T) {
 		{"autocommit-each-write", "PROC-008/SIGKILLDuringOpenTxLeavesNothing"},
 	} {
 		t.Run(m.breaks, func(t *testing.T) {
+			t.Parallel()
 			parts := strings.Split(m.kase, "/")
 			run := "^TestBrokenStore$"
 			for _, p := range parts {

@@ -96,7 +96,7 @@ func TestTwoStoresOnOneFileSerializeWriters(t *testing.T) {
 	if err := a.Tx(ctx, func(tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{ID: id}) }); err != nil {
 		t.Fatal(err)
 	}
-	const per = 30
+	const per = 15
 	var wg sync.WaitGroup
 	for _, s := range []*sqlite.Store{a, b, a, b} {
 		wg.Add(1)
