@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/group"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/proto/mlsinteroppb"
+)
+
+// keyPackage reads a key package sent as an MLSMessage (what
+// CreateKeyPackage returns) or as a bare KeyPackage.
+func keyPackage(b []byte) (*message.KeyPackage, error) {
+	if m, err := framing.Decode(b); err == nil && m.KeyPackage != nil {
+		return m.KeyPackage, nil
+	}
+	var kp message.KeyPackage
+	if err := codec.Unmarshal(b, &kp); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "key package: %v", err)
+	}
+	return &kp, nil
+}
+
+// leafOf finds the leaf whose credential identity is id.
+func (st *state) leafOf(id []byte) (uint32, error) {
+	tree := st.g.Tree()
+	for _, l := range tree.Members() {
+		if bytes.Equal(tree.Leaf(l).Credential.Identity, id) {
+			return uint32(l), nil
+		}
+	}
+	return 0, status.Errorf(codes.NotFound, "no member with identity %q", id)
+}
+
+// proposal builds the proposal a description names.
+func (st *state) proposal(d *mlsinteroppb.ProposalDescription) (*message.Proposal, error) {
+	switch string(d.ProposalType) {
+	case "add":
+		kp, err := keyPackage(d.KeyPackage)
+		if err != nil {
+			return nil, err
+		}
+		return &message.Proposal{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *kp}}, nil
+	case "remove":
+		l, err := st.leafOf(d.RemovedId)
+		if err != nil {
+			return nil, err
+		}
+		return &message.Proposal{Type: message.ProposalRemove, Remove: &message.Remove{Removed: l}}, nil
+	case "externalPSK":
+		return st.pskProposal(message.PreSharedKeyID{Type: message.PSKExternal, ID: d.PskId})
+	case "resumptionPSK":
+		return st.pskProposal(message.PreSharedKeyID{Type: message.PSKResumption, Usage: message.UsageApplication,
+			GroupID: st.g.GroupContext().GroupID, Epoch: d.EpochId})
+	case "groupContextExtensions":
+		return &message.Proposal{Type: message.ProposalGroupContextExtensions,
+			GroupContextExtensions: &message.GroupContextExtensions{Extensions: extensions(d.Extensions)}}, nil
+	case "reinit":
+		return nil, status.Error(codes.Unimplemented, "reinit proposal: adapters/mls/group does not support ReInit yet")
+	}
+	return nil, status.Errorf(codes.InvalidArgument, "proposal type %q", d.ProposalType)
+}
+
+func (st *state) pskProposal(id message.PreSharedKeyID) (*message.Proposal, error) {
+	id.Nonce = make([]byte, st.suite.HashSize())
+	if _, err := rand.Read(id.Nonce); err != nil {
+		return nil, status.Errorf(codes.Internal, "psk nonce: %v", err)
+	}
+	return &message.Proposal{Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: id}}, nil
+}
+
+func extensions(in []*mlsinteroppb.Extension) message.Extensions {
+	out := message.Extensions{}
+	for _, e := range in {
+		out = append(out, message.Extension{Type: message.ExtensionType(e.ExtensionType), Data: e.ExtensionData})
+	}
+	return out
+}
+
+// propose sends a proposal in the state's wire format and remembers it as
+// this member's own.
+func (s *server) propose(id uint32, build func(*state) (*message.Proposal, error)) (*mlsinteroppb.ProposalResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := build(st)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.g.Propose(p, st.wf)
+	if err != nil {
+		return nil, engineErr("propose", err)
+	}
+	b, err := encode(m)
+	if err != nil {
+		return nil, err
+	}
+	st.own[string(b)] = true
+	return &mlsinteroppb.ProposalResponse{Proposal: b}, nil
+}
+
+// AddProposal proposes adding a key package.
+func (s *server) AddProposal(_ context.Context, req *mlsinteroppb.AddProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return s.propose(req.StateId, func(st *state) (*message.Proposal, error) {
+		return st.proposal(&mlsinteroppb.ProposalDescription{ProposalType: []byte("add"), KeyPackage: req.KeyPackage})
+	})
+}
+
+// UpdateProposal needs the engine to make and keep an update leaf.
+func (s *server) UpdateProposal(context.Context, *mlsinteroppb.UpdateProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "update proposal: adapters/mls/group cannot create an Update proposal "+
+		"(a leaf with source update whose new encryption key it keeps until a commit applies it) yet")
+}
+
+// RemoveProposal proposes removing the member with the given identity.
+func (s *server) RemoveProposal(_ context.Context, req *mlsinteroppb.RemoveProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return s.propose(req.StateId, func(st *state) (*message.Proposal, error) {
+		return st.proposal(&mlsinteroppb.ProposalDescription{ProposalType: []byte("remove"), RemovedId: req.RemovedId})
+	})
+}
+
+// ExternalPSKProposal proposes injecting a stored external PSK.
+func (s *server) ExternalPSKProposal(_ context.Context, req *mlsinteroppb.ExternalPSKProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return s.propose(req.StateId, func(st *state) (*message.Proposal, error) {
+		return st.proposal(&mlsinteroppb.ProposalDescription{ProposalType: []byte("externalPSK"), PskId: req.PskId})
+	})
+}
+
+// ResumptionPSKProposal proposes injecting the resumption PSK of a recent epoch.
+func (s *server) ResumptionPSKProposal(_ context.Context, req *mlsinteroppb.ResumptionPSKProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return s.propose(req.StateId, func(st *state) (*message.Proposal, error) {
+		return st.proposal(&mlsinteroppb.ProposalDescription{ProposalType: []byte("resumptionPSK"), EpochId: req.EpochId})
+	})
+}
+
+// GroupContextExtensionsProposal proposes new group context extensions.
+func (s *server) GroupContextExtensionsProposal(_ context.Context, req *mlsinteroppb.GroupContextExtensionsProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	return s.propose(req.StateId, func(st *state) (*message.Proposal, error) {
+		return st.proposal(&mlsinteroppb.ProposalDescription{ProposalType: []byte("groupContextExtensions"), Extensions: req.Extensions})
+	})
+}
+
+// handleProposals caches the proposals of other members; this member's
+// own are cached already.
+func (st *state) handleProposals(msgs [][]byte) error {
+	for _, b := range msgs {
+		if st.own[string(b)] {
+			continue
+		}
+		m, err := decode("proposal", b, framing.WirePublicMessage, framing.WirePrivateMessage)
+		if err != nil {
+			return err
+		}
+		if err := st.g.HandleProposal(m); err != nil {
+			return engineErr("proposal", err)
+		}
+	}
+	return nil
+}
+
+// Commit creates a commit of every cached proposal (by reference) and the
+// described ones (inline). The state moves to the new epoch only at
+// HandlePendingCommit.
+func (s *server) Commit(_ context.Context, req *mlsinteroppb.CommitRequest) (*mlsinteroppb.CommitResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(req.StateId)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.handleProposals(req.ByReference); err != nil {
+		return nil, err
+	}
+	opts := &group.CommitOptions{Path: req.ForcePath, WireFormat: st.wf, TreeInWelcome: !req.ExternalTree}
+	for _, d := range req.ByValue {
+		p, err := st.proposal(d)
+		if err != nil {
+			return nil, err
+		}
+		opts.Proposals = append(opts.Proposals, p)
+	}
+	p, err := st.g.Commit(opts)
+	if err != nil {
+		return nil, engineErr("commit", err)
+	}
+	res := &mlsinteroppb.CommitResponse{}
+	if res.Commit, err = encode(p.Message); err != nil {
+		return nil, err
+	}
+	if p.Welcome != nil {
+		if res.Welcome, err = encode(&framing.MLSMessage{WireFormat: framing.WireWelcome, Welcome: p.Welcome}); err != nil {
+			return nil, err
+		}
+	}
+	st.pending, st.merged = p, nil
+	if req.ExternalTree {
+		// The next epoch's tree is only visible once merged: merge into a
+		// copy of the state and keep that copy as the pending epoch.
+		next, err := st.mergedCopy(p)
+		if err != nil {
+			return nil, err
+		}
+		if res.RatchetTree, err = marshalTree(next); err != nil {
+			return nil, err
+		}
+		st.pending, st.merged = nil, next
+	}
+	return res, nil
+}
+
+// mergedCopy applies p to a copy of the state's group.
+func (st *state) mergedCopy(p *group.Pending) (*group.Group, error) {
+	b, err := st.g.Marshal()
+	if err != nil {
+		return nil, engineErr("copy group", err)
+	}
+	next, err := group.Load(b, st.psks)
+	if err != nil {
+		return nil, engineErr("copy group", err)
+	}
+	if err := next.MergePending(p); err != nil {
+		return nil, engineErr("merge commit", err)
+	}
+	return next, nil
+}
+
+// HandleCommit processes another member's commit, after caching the
+// proposals it references.
+func (s *server) HandleCommit(_ context.Context, req *mlsinteroppb.HandleCommitRequest) (*mlsinteroppb.HandleCommitResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(req.StateId)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.handleProposals(req.Proposal); err != nil {
+		return nil, err
+	}
+	m, err := decode("commit", req.Commit, framing.WirePublicMessage, framing.WirePrivateMessage)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.g.HandleCommit(m); err != nil {
+		return nil, engineErr("handle commit", err)
+	}
+	st.newEpoch()
+	return &mlsinteroppb.HandleCommitResponse{StateId: req.StateId, EpochAuthenticator: st.g.EpochAuthenticator()}, nil
+}
+
+// HandlePendingCommit merges this member's own pending commit.
+func (s *server) HandlePendingCommit(_ context.Context, req *mlsinteroppb.HandlePendingCommitRequest) (*mlsinteroppb.HandleCommitResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(req.StateId)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case st.merged != nil:
+		st.g = st.merged
+	case st.pending != nil:
+		if err := st.g.MergePending(st.pending); err != nil {
+			return nil, engineErr("merge pending commit", err)
+		}
+	default:
+		return nil, status.Errorf(codes.FailedPrecondition, "state %d has no pending commit", req.StateId)
+	}
+	st.newEpoch()
+	return &mlsinteroppb.HandleCommitResponse{StateId: req.StateId, EpochAuthenticator: st.g.EpochAuthenticator()}, nil
+}
+
+func marshalTree(g *group.Group) ([]byte, error) {
+	b, err := codec.Marshal(g.Tree().Export())
+	if err != nil {
+		return nil, engineErr("ratchet tree", err)
+	}
+	return b, nil
+}
+
+// newEpoch forgets what belonged to the previous epoch.
+func (st *state) newEpoch() {
+	st.pending, st.merged = nil, nil
+	st.own = map[string]bool{}
+}
