@@ -6,6 +6,7 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treekem"
@@ -38,8 +39,11 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	if ac.Content.ContentType != framing.ContentCommit || ac.Content.Commit == nil {
 		return nil, invalid("content type %d is not a commit", ac.Content.ContentType)
 	}
+	external := ac.Content.Sender.Type == framing.SenderNewMemberCommit
 	committer := treemath.LeafIndex(ac.Content.Sender.LeafIndex)
-	if committer == g.priv.Leaf() {
+	if external {
+		committer = noLeaf
+	} else if committer == g.priv.Leaf() {
 		return nil, fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
 	}
 	commit := ac.Content.Commit
@@ -48,12 +52,22 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		return nil, err
 	}
 	tree := g.tree.Clone()
-	ap, err := g.apply(tree, committer, props)
+	ap, err := g.apply(tree, committer, props, external)
 	if err != nil {
 		return nil, err
 	}
 	if ap.needPath && commit.Path == nil {
 		return nil, invalid("commit without a path where one is required")
+	}
+	initSecret := g.epoch.InitSecret
+	if external {
+		// The joiner takes the leftmost blank leaf (§12.4.3.2).
+		if committer, err = tree.AddLeaf(&commit.Path.LeafNode); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if initSecret, err = g.externalInitSecret(ap.kemOutput); err != nil {
+			return nil, err
+		}
 	}
 	own := tree.Leaf(g.priv.Leaf())
 	if own == nil {
@@ -69,13 +83,13 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	}
 	commitSecret := make([]byte, g.suite.HashSize())
 	if commit.Path != nil {
-		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc); err != nil {
+		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc, external); err != nil {
 			return nil, err
 		}
 	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
 		return nil, err
 	}
-	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, true)
+	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, initSecret, true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +98,8 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 
 // mergePath verifies the committer's new leaf, merges the path into tree,
 // sets gc's tree hash and decrypts the commit secret (§7.5, §12.4.2).
-func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, committer treemath.LeafIndex, path *message.UpdatePath, added []treemath.LeafIndex, gc *message.GroupContext) ([]byte, error) {
+func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, committer treemath.LeafIndex,
+	path *message.UpdatePath, added []treemath.LeafIndex, gc *message.GroupContext, external bool) ([]byte, error) {
 	ln := &path.LeafNode
 	if ln.Source != message.SourceCommit {
 		return nil, invalid("path leaf source %d", ln.Source)
@@ -92,8 +107,13 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(committer)); err != nil {
 		return nil, fmt.Errorf("%w: path leaf: %w", ErrInvalid, err)
 	}
-	if old := tree.Leaf(committer); old != nil && bytes.Equal(old.EncryptionKey, ln.EncryptionKey) {
+	if old := tree.Leaf(committer); !external && old != nil && bytes.Equal(old.EncryptionKey, ln.EncryptionKey) {
 		return nil, invalid("path leaf reuses the committer's encryption key")
+	}
+	for _, m := range tree.Members() {
+		if other := tree.Leaf(m); m != committer && (bytes.Equal(other.SignatureKey, ln.SignatureKey) || bytes.Equal(other.EncryptionKey, ln.EncryptionKey)) {
+			return nil, invalid("path leaf reuses a key of leaf %d", m)
+		}
 	}
 	for _, n := range path.Nodes {
 		for x := 0; x < tree.Width(); x++ {
@@ -119,4 +139,21 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return commitSecret, nil
+}
+
+// noLeaf stands for the committer of an external commit before it has a leaf.
+const noLeaf = treemath.LeafIndex(1<<32 - 1)
+
+// externalInitSecret is the group side of §8.3: the init secret an external
+// joiner exported to external_pub, recovered from its KEM output.
+func (g *Group) externalInitSecret(kemOutput []byte) ([]byte, error) {
+	priv, _, err := keyschedule.ExternalKeyPair(g.suite, g.epoch.ExternalSecret)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := keyschedule.ExternalInitSecretFromKEMOutput(g.suite, priv, kemOutput)
+	if err != nil {
+		return nil, fmt.Errorf("%w: external init: %w", ErrInvalid, err)
+	}
+	return secret, nil
 }

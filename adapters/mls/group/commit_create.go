@@ -56,7 +56,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalInline, Proposal: p})
 	}
 	tree := g.tree.Clone()
-	ap, err := g.apply(tree, me, props)
+	ap, err := g.apply(tree, me, props, false)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, false)
+	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, g.epoch.InitSecret, false)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 // commit ac and returns the group of the new epoch. For a received commit
 // it verifies the confirmation tag; for one of ours it sets it.
 func (g *Group) nextEpoch(ac *framing.AuthenticatedContent, gc message.GroupContext, tree *ratchettree.Tree,
-	priv *treekem.PrivateState, commitSecret []byte, psks []message.PreSharedKeyID, received bool) (*Group, error) {
+	priv *treekem.PrivateState, commitSecret []byte, psks []message.PreSharedKeyID, initSecret []byte, received bool) (*Group, error) {
 	cin, err := ac.ConfirmedTranscriptHashInput()
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (g *Group) nextEpoch(ac *framing.AuthenticatedContent, gc message.GroupCont
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := keyschedule.Derive(g.suite, g.epoch.InitSecret, commitSecret, pskSecret, gcBytes)
+	epoch, err := keyschedule.Derive(g.suite, initSecret, commitSecret, pskSecret, gcBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
-	tree, err := joinTree(s, gi, opts)
+	tree, err := joinTree(s, gi, opts.Tree, opts.Validate)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +84,8 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 }
 
 // joinTree imports and validates the tree of a Welcome.
-func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, opts *JoinOptions) (*ratchettree.Tree, error) {
-	rt := opts.Tree
+func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, supplied message.RatchetTree, vo ratchettree.ValidateOptions) (*ratchettree.Tree, error) {
+	rt := supplied
 	if data, ok := gi.Extensions.Find(message.ExtRatchetTree); ok {
 		rt = nil
 		if err := codec.Unmarshal(data, &rt); err != nil {
@@ -106,7 +106,6 @@ func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, opts *JoinOptions) (*
 	if !bytes.Equal(th, gi.GroupContext.TreeHash) {
 		return nil, invalid("tree hash does not match the group context")
 	}
-	vo := opts.Validate
 	vo.GroupID = gi.GroupContext.GroupID
 	if err := tree.Validate(&vo); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

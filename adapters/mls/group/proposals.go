@@ -20,6 +20,9 @@ func (g *Group) resolve(c *message.Commit, committer framing.Sender) ([]cached, 
 		case message.ProposalInline:
 			out = append(out, cached{proposal: p.Proposal, sender: committer})
 		case message.ProposalReference:
+			if committer.Type != framing.SenderMember {
+				return nil, invalid("proposal %d: reference in an external commit", i)
+			}
 			j := slices.IndexFunc(g.proposals, func(x cached) bool { return bytes.Equal(x.ref, p.Reference) })
 			if j < 0 {
 				return nil, invalid("proposal %d: unknown reference %x", i, p.Reference)
@@ -37,13 +40,14 @@ type applied struct {
 	extensions message.Extensions
 	added      []treemath.LeafIndex
 	addedKPs   []*message.KeyPackage
+	kemOutput  []byte // of the ExternalInit of an external commit
 	psks       []message.PreSharedKeyID
 	needPath   bool
 }
 
 // apply validates the proposals (§12.2) and applies them to tree in the
 // order of §12.3: GroupContextExtensions, Update, Remove, Add, PreSharedKey.
-func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, props []cached) (*applied, error) {
+func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, props []cached, external bool) (*applied, error) {
 	ap := &applied{extensions: g.gc.Extensions, needPath: len(props) == 0}
 	touched := map[treemath.LeafIndex]bool{}
 	byType := func(t message.ProposalType) []cached {
@@ -56,16 +60,28 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		return out
 	}
 	for _, p := range props {
-		switch p.proposal.Type {
-		case message.ProposalAdd, message.ProposalPreSharedKey:
-		case message.ProposalUpdate, message.ProposalRemove, message.ProposalGroupContextExtensions:
+		switch t := p.proposal.Type; {
+		case external && t != message.ProposalExternalInit && t != message.ProposalRemove && t != message.ProposalPreSharedKey:
+			return nil, invalid("proposal type %d in an external commit", t)
+		case t == message.ProposalAdd, t == message.ProposalPreSharedKey:
+		case t == message.ProposalUpdate, t == message.ProposalRemove, t == message.ProposalGroupContextExtensions:
 			ap.needPath = true
+		case t == message.ProposalExternalInit && external:
+			if ap.kemOutput != nil {
+				return nil, invalid("more than one ExternalInit proposal")
+			}
+			ap.kemOutput, ap.needPath = p.proposal.ExternalInit.KEMOutput, true
+		case t == message.ProposalExternalInit:
+			return nil, invalid("ExternalInit in a member's commit")
 		default:
-			return nil, fmt.Errorf("%w: proposal type %d", ErrUnsupported, p.proposal.Type)
+			return nil, fmt.Errorf("%w: proposal type %d", ErrUnsupported, t)
 		}
-		if p.sender.Type != framing.SenderMember {
+		if p.sender.Type != framing.SenderMember && !(external && p.sender.Type == framing.SenderNewMemberCommit) {
 			return nil, fmt.Errorf("%w: proposal from sender type %d", ErrUnsupported, p.sender.Type)
 		}
+	}
+	if external && ap.kemOutput == nil {
+		return nil, invalid("external commit without ExternalInit")
 	}
 	if gce := byType(message.ProposalGroupContextExtensions); len(gce) > 1 {
 		return nil, invalid("more than one GroupContextExtensions proposal")

@@ -66,8 +66,12 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 	}
 	var ac *framing.AuthenticatedContent
 	if m.Public != nil {
-		if m.Public.Content.Sender.Type != framing.SenderMember {
-			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, m.Public.Content.Sender.Type)
+		switch st := m.Public.Content.Sender.Type; {
+		case st == framing.SenderMember:
+		case st == framing.SenderNewMemberCommit && epoch == g.gc.Epoch:
+			return g.openExternalCommit(m.Public, v)
+		default:
+			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, st)
 		}
 		ac, err = m.Public.Unprotect(g.suite, v.membership, v.gcBytes)
 	} else {
@@ -119,4 +123,18 @@ func (g *Group) Unprotect(m *framing.MLSMessage) ([]byte, treemath.LeafIndex, er
 		return nil, 0, invalid("content type %d is not application data", ac.Content.ContentType)
 	}
 	return ac.Content.Application, treemath.LeafIndex(ac.Content.Sender.LeafIndex), nil
+}
+
+// openExternalCommit verifies an external commit (§12.4.3.2): it carries no
+// membership tag and is signed with the key of the joiner's new leaf.
+func (g *Group) openExternalCommit(pm *framing.PublicMessage, v *view) (*framing.AuthenticatedContent, error) {
+	ac := pm.AuthenticatedContent()
+	c := ac.Content.Commit
+	if ac.Content.ContentType != framing.ContentCommit || c == nil || c.Path == nil {
+		return nil, invalid("new_member_commit sender without a commit and path")
+	}
+	if err := ac.Verify(g.suite, c.Path.LeafNode.SignatureKey, v.gcBytes); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return ac, nil
 }
