@@ -89,6 +89,7 @@ func startDaemon(t *testing.T, bin string, args ...string) *daemon {
 // publish, stops cleanly on SIGTERM, and serves the same envelope with
 // the same id after a restart.
 func TestBinaryStartPublishStop(t *testing.T) {
+	t.Parallel()
 	bin := buildDaemon(t)
 	db := filepath.Join(t.TempDir(), "regroupd.db")
 	args := []string{"-listen", "127.0.0.1:0", "-health-listen", "127.0.0.1:0", "-database", db}

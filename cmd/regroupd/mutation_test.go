@@ -28,36 +28,42 @@ var mutants = map[string]string{
 	"anonymous-is-trusted": "Auth_CapabilityTopicsNeedNoIdentity",
 }
 
-// The transport suite fails against a transport with one rule broken: each
-// mutant runs its case in a child test process, which must fail that case.
+// The transport suite fails against a transport with one rule broken:
+// one child test process runs, for each mutant, the case that must catch
+// it, and every one of those cases must fail.
 func TestTransportSuiteCatchesBrokenTransports(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenTransport$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envBreak+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed every broken transport:\n%s", out)
+	}
 	for rule, tc := range mutants {
-		t.Run(rule, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenTransport$/^"+tc+"$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), envBreak+"="+rule)
-			out, err := cmd.CombinedOutput()
-			if err == nil {
-				t.Fatalf("the suite passed a transport with %q broken:\n%s", rule, out)
-			}
-			if !strings.Contains(string(out), "--- FAIL: TestBrokenTransport/"+tc) {
-				t.Fatalf("case %s did not fail for %q:\n%s", tc, rule, out)
-			}
-		})
+		if !strings.Contains(string(out), "--- FAIL: TestBrokenTransport/"+rule+"/"+tc) {
+			t.Errorf("case %s did not fail on a transport with %q broken", tc, rule)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
 	}
 }
 
-// TestBrokenTransport runs the suite on a mutant; only
-// TestTransportSuiteCatchesBrokenTransports starts it.
+// TestBrokenTransport runs, per mutant, the suite case that must catch it;
+// only TestTransportSuiteCatchesBrokenTransports starts it.
 func TestBrokenTransport(t *testing.T) {
-	rule := os.Getenv(envBreak)
-	if rule == "" {
+	if os.Getenv(envBreak) == "" {
 		t.Skip("runs only as the child of TestTransportSuiteCatchesBrokenTransports")
 	}
-	transporttest.Run(t, func(t *testing.T) transporttest.Harness {
-		store, _ := openTestStore(t, "sqlite")
-		t.Cleanup(func() { store.Close() })
-		return &mutantHarness{memHarness{svc: delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})}, rule}
-	})
+	store, _ := openTestStore(t, "sqlite")
+	t.Cleanup(func() { store.Close() })
+	svc := delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})
+	for rule, tc := range mutants {
+		t.Run(rule, func(t *testing.T) {
+			h := &mutantHarness{memHarness{svc: svc}, rule}
+			transporttest.RunCase(t, tc, func(*testing.T) transporttest.Harness { return h })
+		})
+	}
 }
 
 type mutantHarness struct {
@@ -159,4 +165,3 @@ func (s *mutantSub) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, er
 	s.last = e
 	return e, err
 }
-

@@ -72,14 +72,14 @@ func (h *memHarness) NewAnonymousTransport(*testing.T) ports.Transport {
 func (h *memHarness) Bounce(t *testing.T) { t.Fatal("memtransport has no connection to break") }
 
 func TestMemTransport(t *testing.T) {
+	t.Parallel()
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			transporttest.Run(t, func(t *testing.T) transporttest.Harness {
-				store, _ := openTestStore(t, db)
-				t.Cleanup(func() { store.Close() })
-				return &memHarness{svc: delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})}
-			})
+			store, _ := openTestStore(t, db)
+			t.Cleanup(func() { store.Close() })
+			h := &memHarness{svc: delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})}
+			transporttest.Run(t, func(*testing.T) transporttest.Harness { return h })
 		})
 	}
 }

@@ -30,9 +30,11 @@ type Caps struct {
 	Bounce bool
 }
 
-// Harness connects the suite to one fresh, empty delivery service. Run
-// makes one harness per case; the harness releases everything through
-// t.Cleanup.
+// Harness connects the suite to a delivery service. Run asks newHarness
+// for one per case; every case works on fresh random topics, so a
+// factory may hand several cases the same harness and service. A harness
+// releases what it holds through the t.Cleanup of the test it was made
+// for.
 type Harness interface {
 	// Caps declares the harness's capabilities.
 	Caps() Caps
@@ -48,10 +50,32 @@ type Harness interface {
 
 // Run runs every case, each on a harness from newHarness.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
+	for _, c := range cases() {
+		t.Run(c.name, func(t *testing.T) {
+			c.fn(t, newHarness(t))
+		})
+	}
+}
+
+// RunCase runs the one case named name (as Run names its subtests), and
+// fails when there is no such case.
+func RunCase(t *testing.T, name string, newHarness func(t *testing.T) Harness) {
+	for _, c := range cases() {
+		if c.name == name {
+			t.Run(c.name, func(t *testing.T) { c.fn(t, newHarness(t)) })
+			return
+		}
+	}
+	t.Fatalf("transporttest has no case %q", name)
+}
+
+type testCase struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}
+
+func cases() []testCase {
+	return []testCase{
 		{"COMP_SequenceIDs_StartAtOneAndIncrease", testIDsStartAtOne},
 		{"API201_QueryReturnsPrefixInOrder", testPrefixInOrder},
 		{"Query_Paging", testPaging},
@@ -67,11 +91,6 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FORK030_ReaderNeverSeesGap", testReaderNeverSeesGap},
 		{"Auth_CapabilityTopicsNeedNoIdentity", testAnonymous},
 		{"CtxDeadlineHonoured", testDeadline},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			c.fn(t, newHarness(t))
-		})
 	}
 }
 
