@@ -68,10 +68,10 @@ func protoExts(in []ext) []*mlsinteroppb.Extension {
 // the error that must stop them. A gap that starts passing fails the test,
 // so this list shrinks as the engine grows.
 var knownGaps = map[string]string{
-	"commit.json/update":                         "Update proposal",
-	"commit.json/all_together_bob_proposes":      "Update proposal",
-	"application.json/in_order":                  "authenticated_data",
-	"application.json/out_of_order_within_epoch": "authenticated_data",
+	"commit.json/update":                          "Update proposal",
+	"commit.json/all_together_bob_proposes":       "Update proposal",
+	"application.json/in_order":                   "authenticated_data",
+	"application.json/out_of_order_within_epoch":  "authenticated_data",
 	"application.json/out_of_order_across_epochs": "authenticated_data",
 }
 
