@@ -43,7 +43,7 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	committer := treemath.LeafIndex(ac.Content.Sender.LeafIndex)
 	if external {
 		committer = noLeaf
-	} else if committer == g.priv.Leaf() {
+	} else if g.priv != nil && committer == g.priv.Leaf() {
 		return nil, fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
 	}
 	commit := ac.Content.Commit
@@ -59,28 +59,36 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	if ap.needPath && commit.Path == nil {
 		return nil, invalid("commit without a path where one is required")
 	}
-	initSecret := g.epoch.InitSecret
+	var initSecret []byte
+	if g.epoch != nil {
+		initSecret = g.epoch.InitSecret
+	}
 	if external {
 		// The joiner takes the leftmost blank leaf (§12.4.3.2).
 		if committer, err = tree.AddLeaf(&commit.Path.LeafNode); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		if initSecret, err = g.externalInitSecret(ap.kemOutput); err != nil {
-			return nil, err
+		if g.priv != nil {
+			if initSecret, err = g.externalInitSecret(ap.kemOutput); err != nil {
+				return nil, err
+			}
 		}
 	}
-	own := tree.Leaf(g.priv.Leaf())
-	if own == nil {
-		return nil, ErrRemoved
+	var priv *treekem.PrivateState
+	if g.priv != nil {
+		own := tree.Leaf(g.priv.Leaf())
+		if own == nil {
+			return nil, ErrRemoved
+		}
+		priv = g.priv.Clone()
+		if k, ok := g.leafKeys[string(own.EncryptionKey)]; ok {
+			priv.SetLeafKey(k) // our own Update was committed
+		}
 	}
 	// The provisional group context keeps the old confirmed transcript hash.
 	gc := g.gc
 	gc.Epoch++
 	gc.Extensions = ap.extensions
-	priv := g.priv.Clone()
-	if k, ok := g.leafKeys[string(own.EncryptionKey)]; ok {
-		priv.SetLeafKey(k) // our own Update was committed
-	}
 	commitSecret := make([]byte, g.suite.HashSize())
 	if commit.Path != nil {
 		if commitSecret, err = g.mergePath(tree, priv, committer, commit.Path, ap.added, &gc, external); err != nil {
@@ -88,6 +96,13 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		}
 	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
 		return nil, err
+	}
+	if g.priv == nil {
+		next, err := g.nextPublic(ac, gc, tree)
+		if err != nil {
+			return nil, err
+		}
+		return &Pending{Message: m, next: next}, nil
 	}
 	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, initSecret, true)
 	if err != nil {
@@ -133,6 +148,9 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 	gcBytes, err := codec.Marshal(gc)
 	if err != nil {
 		return nil, err
+	}
+	if priv == nil { // a public view has no keys to decrypt with
+		return nil, nil
 	}
 	commitSecret, _, err := priv.Decrypt(tree, committer, path, added, gcBytes)
 	if err != nil {

@@ -41,6 +41,9 @@ type Pending struct {
 // the group; [Group.MergePending] applies it once the delivery service
 // accepted it.
 func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	if opts == nil {
 		opts = &CommitOptions{}
 	}

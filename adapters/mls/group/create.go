@@ -74,6 +74,9 @@ func Create(s *ciphersuite.Suite, opts *CreateOptions) (*Group, error) {
 // with the ratchet_tree extension when withTree is set and always with
 // external_pub.
 func (g *Group) GroupInfo(withTree bool) (*message.GroupInfo, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	_, pub, err := keyschedule.ExternalKeyPair(g.suite, g.epoch.ExternalSecret)
 	if err != nil {
 		return nil, err

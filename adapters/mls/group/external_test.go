@@ -63,3 +63,52 @@ func TestExternalCommits(t *testing.T) {
 		t.Fatalf("resync of bob's leaf: %v", err)
 	}
 }
+
+// TestPublicView: a view without secrets started from a GroupInfo follows
+// PublicMessage commits (adds, paths, removals, external joins) to the same
+// group context as the members, and refuses everything that needs secrets.
+func TestPublicView(t *testing.T) {
+	s, ga, gb, _ := pair(t)
+	gi, err := ga.GroupInfo(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := group.NewPublic(s, gi, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, s, "carol")
+	steps := []*group.CommitOptions{
+		{Path: true},
+		{Proposals: []*message.Proposal{{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *c.kp}}}},
+		{Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: 2}}}},
+	}
+	for i, o := range steps {
+		p, err := ga.Commit(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*group.Group{gb, ds} {
+			if err := g.HandleCommit(wire(t, p.Message)); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+		}
+		_ = ga.MergePending(p)
+		a, d := ga.GroupContext(), ds.GroupContext()
+		ab, _ := codec.Marshal(&a)
+		db, _ := codec.Marshal(&d)
+		if string(ab) != string(db) {
+			t.Fatalf("step %d: the public view's group context differs", i)
+		}
+	}
+	if ds.EpochAuthenticator() != nil || !ds.Public() {
+		t.Fatal("a public view has an epoch authenticator")
+	}
+	if _, err := ds.Protect([]byte("x")); !errors.Is(err, group.ErrUnsupported) {
+		t.Fatalf("protect on a public view: %v", err)
+	}
+	msg, _ := ga.Protect([]byte("secret"))
+	if _, _, err := ds.Unprotect(wire(t, msg)); !errors.Is(err, group.ErrUndecryptable) {
+		t.Fatalf("unprotect on a public view: %v", err)
+	}
+}

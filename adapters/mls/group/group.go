@@ -8,9 +8,11 @@
 //
 // A Group creates groups ([Create]), proposals, commits with or without a
 // path and their Welcomes ([Group.Commit], merged with
-// [Group.MergePending]), protects application data, and processes the
-// messages of other members. External commits, ReInit and external
-// senders are not supported yet.
+// [Group.MergePending]), joins by external commit ([JoinExternal]),
+// protects application data, and stages and merges the messages of other
+// members. [NewPublic] gives a delivery service a view without secrets that
+// follows PublicMessage commits. ReInit, external senders and branch
+// PSKs are not supported yet.
 //
 // # Errors
 //
@@ -128,17 +130,34 @@ func (g *Group) GroupContext() message.GroupContext { return g.gc }
 // Epoch returns the current epoch number.
 func (g *Group) Epoch() uint64 { return g.gc.Epoch }
 
-// EpochAuthenticator returns the current epoch_authenticator (§8.7).
-func (g *Group) EpochAuthenticator() []byte { return g.epoch.EpochAuthenticator }
+// EpochAuthenticator returns the current epoch_authenticator (§8.7); it is
+// empty for a public view.
+func (g *Group) EpochAuthenticator() []byte {
+	if g.epoch == nil {
+		return nil
+	}
+	return g.epoch.EpochAuthenticator
+}
 
-// Leaf returns this member's leaf index.
-func (g *Group) Leaf() treemath.LeafIndex { return g.priv.Leaf() }
+// Leaf returns this member's leaf index (0 for a public view).
+func (g *Group) Leaf() treemath.LeafIndex {
+	if g.priv == nil {
+		return 0
+	}
+	return g.priv.Leaf()
+}
+
+// errPublic is returned by operations that need secrets on a public view.
+var errPublic = fmt.Errorf("%w: a public view holds no secrets", ErrUnsupported)
 
 // Tree returns a copy of the current ratchet tree.
 func (g *Group) Tree() *ratchettree.Tree { return g.tree.Clone() }
 
 // Export is the MLS exporter of the current epoch (§8.5).
 func (g *Group) Export(label string, context []byte, length int) ([]byte, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	return keyschedule.Export(g.suite, g.epoch.ExporterSecret, label, context, length)
 }
 

@@ -21,8 +21,11 @@ type view struct {
 }
 
 func (g *Group) current() *view {
-	return &view{epoch: g.gc.Epoch, gcBytes: g.gcBytes, tree: g.tree, secrets: g.secrets,
-		senderData: g.epoch.SenderDataSecret, membership: g.epoch.MembershipKey}
+	v := &view{epoch: g.gc.Epoch, gcBytes: g.gcBytes, tree: g.tree, secrets: g.secrets}
+	if g.epoch != nil {
+		v.senderData, v.membership = g.epoch.SenderDataSecret, g.epoch.MembershipKey
+	}
+	return v
 }
 
 // viewFor returns the keys of the message's epoch: the current one, or a
@@ -73,7 +76,16 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 		default:
 			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, st)
 		}
-		ac, err = m.Public.Unprotect(g.suite, v.membership, v.gcBytes)
+		if g.Public() { // no membership key: the signature is all a public view checks
+			if m.Public.Content.ContentType == framing.ContentApplication {
+				return nil, invalid("application data as PublicMessage")
+			}
+			ac = m.Public.AuthenticatedContent()
+		} else {
+			ac, err = m.Public.Unprotect(g.suite, v.membership, v.gcBytes)
+		}
+	} else if g.Public() {
+		return nil, fmt.Errorf("%w: a public view holds no keys", ErrUndecryptable)
 	} else {
 		ac, err = framing.Decrypt(g.suite, m.Private, v.secrets, v.senderData)
 	}

@@ -35,6 +35,9 @@ func (g *Group) protect(ac *framing.AuthenticatedContent) (*framing.MLSMessage, 
 
 // Protect encrypts application data as a PrivateMessage of the current epoch.
 func (g *Group) Protect(data []byte) (*framing.MLSMessage, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	c := g.content(framing.ContentApplication)
 	c.Application = data
 	ac, err := framing.Sign(g.suite, framing.WirePrivateMessage, c, g.sigPriv, g.gcBytes)
@@ -47,6 +50,9 @@ func (g *Group) Protect(data []byte) (*framing.MLSMessage, error) {
 // Propose sends a proposal in wire format wf and caches it, so that a
 // commit of this epoch can include it by reference.
 func (g *Group) Propose(p *message.Proposal, wf framing.WireFormat) (*framing.MLSMessage, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	c := g.content(framing.ContentProposal)
 	c.Proposal = p
 	ac, err := framing.Sign(g.suite, wf, c, g.sigPriv, g.gcBytes)
@@ -69,6 +75,9 @@ func (g *Group) Propose(p *message.Proposal, wf framing.WireFormat) (*framing.ML
 // fresh encryption key (§12.1.2); the private key is kept until a commit
 // applies the update.
 func (g *Group) ProposeUpdate(wf framing.WireFormat) (*framing.MLSMessage, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	me := g.priv.Leaf()
 	leaf := *g.tree.Leaf(me)
 	priv, pub, err := g.suite.GenerateHPKEKey()

@@ -23,6 +23,9 @@ const stateVersion = 1
 // after a restart. The encoding holds secrets and the signature key: store
 // it as such.
 func (g *Group) Marshal() ([]byte, error) {
+	if g.Public() {
+		return nil, errPublic
+	}
 	w := codec.NewWriter(4096)
 	w.Uint8(stateVersion)
 	w.Uint16(uint16(g.suite.ID()))
