@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/regroup-mls/regroup/adapters/clock"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,7 +58,7 @@ func TestBrokenTransport(t *testing.T) {
 	}
 	store, _ := openTestStore(t, "sqlite")
 	t.Cleanup(func() { store.Close() })
-	svc := delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})
+	svc := delivery.New(store, &delivery.Options{Clock: clock.System{}, MaxEnvelopeBytes: testLimit})
 	for rule, tc := range mutants {
 		t.Run(rule, func(t *testing.T) {
 			h := &mutantHarness{memHarness{svc: svc}, rule}

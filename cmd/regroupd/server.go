@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
 	"github.com/regroup-mls/regroup/adapters/grpctransport"
 	"github.com/regroup-mls/regroup/core/delivery"
@@ -50,6 +51,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	}
 	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout}
 	s.svc = delivery.New(store, &delivery.Options{
+		Clock:            clock.System{},
 		MaxEnvelopeBytes: cfg.MaxEnvelopeBytes,
 		MaxBatch:         cfg.MaxBatch,
 		Retention:        cfg.Retention,

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
 	"github.com/regroup-mls/regroup/adapters/memtransport"
 	"github.com/regroup-mls/regroup/core/delivery"
@@ -78,7 +79,7 @@ func TestMemTransport(t *testing.T) {
 			t.Parallel()
 			store, _ := openTestStore(t, db)
 			t.Cleanup(func() { store.Close() })
-			h := &memHarness{svc: delivery.New(store, &delivery.Options{MaxEnvelopeBytes: testLimit})}
+			h := &memHarness{svc: delivery.New(store, &delivery.Options{Clock: clock.System{}, MaxEnvelopeBytes: testLimit})}
 			transporttest.Run(t, func(*testing.T) transporttest.Harness { return h })
 		})
 	}

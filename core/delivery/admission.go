@@ -107,6 +107,9 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 	}
 	switch p := env.GetPayload().(type) {
 	case nil:
+		if len(env.ProtoReflect().GetUnknown()) > 0 {
+			return 0, invalid("envelope has an unknown payload (a field this service does not know)")
+		}
 		return 0, invalid("envelope has no payload")
 	case *backendpb.ClientEnvelope_GroupMessage:
 		if kind != ports.TopicGroupMessages {

@@ -32,7 +32,7 @@ func FuzzPublish(f *testing.F) {
 		if proto.Unmarshal(data, env) != nil {
 			return
 		}
-		svc := New(newMemStore(), &Options{MaxEnvelopeBytes: 4096})
+		svc := New(newMemStore(), withClock(&Options{MaxEnvelopeBytes: 4096}))
 		ctx := context.Background()
 		ids, err := svc.Publish(ctx, authed, []*backendpb.ClientEnvelope{env})
 		if err != nil {

@@ -36,7 +36,10 @@ import (
 // Options configures a [Service]. The zero value of every field selects
 // its documented default.
 type Options struct {
-	// Clock stamps envelopes and drives retention; default the system clock.
+	// Clock stamps envelopes and drives retention. It is required (core
+	// reads time only through ports.Clock): without one, Publish,
+	// SweepExpired and RunRetention fail with an error wrapping
+	// [ports.ErrUnavailable] that names the missing clock.
 	Clock ports.Clock
 	// MaxEnvelopeBytes bounds the serialized size of one ClientEnvelope;
 	// default 1 MiB.
@@ -72,9 +75,6 @@ func (o *Options) withDefaults() Options {
 	if o != nil {
 		r = *o
 	}
-	if r.Clock == nil {
-		r.Clock = systemClock{}
-	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -92,10 +92,9 @@ func (o *Options) withDefaults() Options {
 	return r
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// errNoClock is the failure of a call that needs time on a service built
+// without a clock.
+var errNoClock = fmt.Errorf("%w: delivery service has no clock (Options.Clock is nil)", ports.ErrUnavailable)
 
 // Service is the delivery service. It is safe for concurrent use.
 type Service struct {
@@ -126,6 +125,9 @@ func (s *Service) Publish(ctx context.Context, caller ports.Caller, envs []*back
 	}
 	if len(envs) > s.opts.MaxBatch {
 		return nil, fmt.Errorf("publish: %w: batch of %d envelopes, limit %d", ports.ErrInvalidArgument, len(envs), s.opts.MaxBatch)
+	}
+	if s.opts.Clock == nil {
+		return nil, fmt.Errorf("publish: %w", errNoClock)
 	}
 	now := s.opts.Clock.Now()
 	rows := make([]ports.NewStoredEnvelope, len(envs))
@@ -281,6 +283,9 @@ func (s *Service) Authenticate(_ context.Context, challenge, installationKey, si
 // SweepExpired deletes every envelope whose retention has passed and
 // returns how many it deleted. Commit-log envelopes are never deleted.
 func (s *Service) SweepExpired(ctx context.Context) (int64, error) {
+	if s.opts.Clock == nil {
+		return 0, fmt.Errorf("sweep expired: %w", errNoClock)
+	}
 	n, err := s.store.DeleteExpired(ctx, s.opts.Clock.Now().UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("sweep expired: %w", err)
@@ -291,6 +296,12 @@ func (s *Service) SweepExpired(ctx context.Context) (int64, error) {
 // RunRetention calls [Service.SweepExpired] every interval until ctx ends;
 // report, if not nil, receives each sweep's outcome.
 func (s *Service) RunRetention(ctx context.Context, interval time.Duration, report func(deleted int64, err error)) {
+	if s.opts.Clock == nil {
+		if report != nil {
+			report(0, fmt.Errorf("retention: %w", errNoClock))
+		}
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():

@@ -50,7 +50,7 @@ func TestCOMPPublishSignature_TBSEncoding(t *testing.T) {
 // COMP-publish-signature (API-230): the entry is admitted only when its
 // Ed25519ctx signature verifies under the commit_log_id its topic names.
 func TestCOMPPublishSignature_Admission(t *testing.T) {
-	svc := New(newMemStore(), nil)
+	svc := New(newMemStore(), withClock(nil))
 	_, priv, _ := ed25519.GenerateKey(nil)
 	good := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
 	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{good}); err != nil {
@@ -111,13 +111,13 @@ func keyPackage(key []byte) *backendpb.ClientEnvelope {
 // refuses, with the validator's reason; nil validator keeps structural checks.
 func TestJOIN090_KeyPackageAdmission(t *testing.T) {
 	v := &refuseAll{}
-	svc := New(newMemStore(), &Options{KeyPackageValidator: v})
+	svc := New(newMemStore(), withClock(&Options{KeyPackageValidator: v}))
 	key := make([]byte, 32)
 	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{keyPackage(key)})
 	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "0xff03") || v.calls != 1 {
 		t.Fatalf("refused key package: %v (validator calls %d)", err, v.calls)
 	}
-	plain := New(newMemStore(), nil)
+	plain := New(newMemStore(), withClock(nil))
 	if _, err := plain.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{keyPackage(key)}); err != nil {
 		t.Fatalf("structurally valid key package without validator: %v", err)
 	}
@@ -137,7 +137,7 @@ func TestJOIN090_KeyPackageAdmission(t *testing.T) {
 // Identity updates are admitted only on the topic of their inbox id, the
 // SHA-256 of their recovery key (companion Identity).
 func TestCOMPIdentity_UpdateTopic(t *testing.T) {
-	svc := New(newMemStore(), nil)
+	svc := New(newMemStore(), withClock(nil))
 	rpk, _, _ := ed25519.GenerateKey(nil)
 	sum := sha256.Sum256(rpk)
 	upd := func(topicID []byte, inbox string) *backendpb.ClientEnvelope {
@@ -188,7 +188,7 @@ func TestOPS001_CommitLogNeverExpires(t *testing.T) {
 
 // The auth signature is Ed25519ctx under AuthContext over the challenge.
 func TestCOMPAuth_ChallengeSignature(t *testing.T) {
-	svc := New(newMemStore(), nil)
+	svc := New(newMemStore(), withClock(nil))
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	challenge := []byte("0123456789abcdef0123456789abcdef")
 	sig, _ := priv.Sign(nil, challenge, &ed25519.Options{Context: ports.AuthContext})
@@ -208,7 +208,7 @@ func TestCOMPAuth_ChallengeSignature(t *testing.T) {
 // A subscription woken by commits delivers every id in order, also when
 // publishes race with it (the FORK-030 reader property).
 func TestFORK030_SubscriptionGapFree(t *testing.T) {
-	svc := New(newMemStore(), &Options{PollInterval: time.Hour})
+	svc := New(newMemStore(), withClock(&Options{PollInterval: time.Hour}))
 	topic := transporttest.RandomGroupTopic()
 	sub, err := svc.Subscribe(ctx(t), authed, []ports.TopicCursor{{Topic: topic}})
 	if err != nil {
@@ -237,7 +237,7 @@ func TestFORK030_SubscriptionGapFree(t *testing.T) {
 }
 
 func TestPublish_NeedsAuthentication(t *testing.T) {
-	svc := New(newMemStore(), nil)
+	svc := New(newMemStore(), withClock(nil))
 	_, err := svc.Publish(ctx(t), ports.Caller{}, []*backendpb.ClientEnvelope{transporttest.GroupMessage(transporttest.RandomGroupTopic(), []byte("x"))})
 	if !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Fatalf("anonymous publish: %v", err)
@@ -254,7 +254,7 @@ func (c *stepClock) After(d time.Duration) <-chan time.Time { return make(chan t
 // envelope), limit is capped at MaxPageSize, and paging still reads the
 // whole topic in order.
 func TestAPI201_PagesBoundedByBytesAndCount(t *testing.T) {
-	svc := New(newMemStore(), &Options{MaxPageBytes: 3000, MaxPageSize: 5})
+	svc := New(newMemStore(), withClock(&Options{MaxPageBytes: 3000, MaxPageSize: 5}))
 	topic := transporttest.RandomGroupTopic()
 	for i := 0; i < 12; i++ {
 		if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, make([]byte, 1000))}); err != nil {
@@ -277,12 +277,12 @@ func TestAPI201_PagesBoundedByBytesAndCount(t *testing.T) {
 			after = e.GetSequenceId()
 		}
 	}
-	big := New(newMemStore(), &Options{MaxPageBytes: 10, MaxPageSize: 5})
+	big := New(newMemStore(), withClock(&Options{MaxPageBytes: 10, MaxPageSize: 5}))
 	big.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, make([]byte, 100))})
 	if page, _ := big.Query(ctx(t), authed, topic, 0, 0); len(page) != 1 {
 		t.Fatalf("an envelope larger than MaxPageBytes must still be served alone, got %d", len(page))
 	}
-	count := New(newMemStore(), &Options{MaxPageSize: 5})
+	count := New(newMemStore(), withClock(&Options{MaxPageSize: 5}))
 	for i := 0; i < 8; i++ {
 		count.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte{1})})
 	}
@@ -293,7 +293,7 @@ func TestAPI201_PagesBoundedByBytesAndCount(t *testing.T) {
 
 // The service refuses batches over MaxBatch and empty ones.
 func TestPublish_BatchLimits(t *testing.T) {
-	svc := New(newMemStore(), &Options{MaxBatch: 2})
+	svc := New(newMemStore(), withClock(&Options{MaxBatch: 2}))
 	topic := transporttest.RandomGroupTopic()
 	m := transporttest.GroupMessage(topic, []byte{1})
 	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{m, m, m}); !errors.Is(err, ports.ErrInvalidArgument) {
@@ -301,5 +301,39 @@ func TestPublish_BatchLimits(t *testing.T) {
 	}
 	if _, err := svc.Publish(ctx(t), authed, nil); !errors.Is(err, ports.ErrInvalidArgument) {
 		t.Fatalf("empty batch: %v", err)
+	}
+}
+
+// An envelope whose payload is a field this version does not know is
+// refused as unknown, not stored.
+func TestPublish_UnknownPayload(t *testing.T) {
+	svc := New(newMemStore(), withClock(nil))
+	env := &backendpb.ClientEnvelope{TargetTopic: transporttest.RandomGroupTopic()}
+	// Field 9, length-delimited, 1 byte: a payload from a later version.
+	env.ProtoReflect().SetUnknown([]byte{0x4a, 1, 0})
+	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{env})
+	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "unknown payload") {
+		t.Fatalf("unknown payload: %v", err)
+	}
+}
+
+// withClock returns opts with a step clock when it has none.
+func withClock(opts *Options) *Options {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if opts.Clock == nil {
+		opts.Clock = &stepClock{now: time.Unix(1_700_000_000, 0)}
+	}
+	return opts
+}
+
+// Core reads time only through ports.Clock: a service without one refuses
+// to stamp envelopes rather than read the system time.
+func TestPublish_NeedsAClock(t *testing.T) {
+	svc := New(newMemStore(), nil)
+	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(transporttest.RandomGroupTopic(), []byte("x"))})
+	if !errors.Is(err, ports.ErrUnavailable) || !strings.Contains(err.Error(), "clock") {
+		t.Fatalf("Publish without a clock: %v", err)
 	}
 }
