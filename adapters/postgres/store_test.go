@@ -57,7 +57,9 @@ func (h *harness) drop() {
 	}
 }
 
-func (h *harness) Caps() storetest.Caps { return storetest.Caps{Reopen: true, Crash: true} }
+func (h *harness) Caps() storetest.Caps {
+	return storetest.Caps{Reopen: true, Crash: true, Parallel: true}
+}
 
 // Locator is the schema name; the child process reads the DSN from the
 // same environment variable.

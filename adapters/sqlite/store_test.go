@@ -20,7 +20,9 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness { return &harness{t: t} }
 
-func (h *harness) Caps() storetest.Caps { return storetest.Caps{Reopen: true, Crash: true} }
+func (h *harness) Caps() storetest.Caps {
+	return storetest.Caps{Reopen: true, Crash: true, Parallel: true}
+}
 
 func (h *harness) Locator() string {
 	if h.path == "" {

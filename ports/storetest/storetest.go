@@ -49,6 +49,9 @@ type Caps struct {
 	// another process open the same store, and that a process killed with
 	// SIGKILL leaves the store openable.
 	Crash bool
+	// Parallel reports that stores of different harnesses are independent,
+	// so the cases may run in parallel with each other (t.Parallel).
+	Parallel bool
 }
 
 // Harness gives the suite access to one store under test. [Run] creates a
@@ -96,7 +99,13 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, persistCases...)
 	cases = append(cases, crashCases...)
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, newHarness(t)) })
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			if h.Caps().Parallel {
+				t.Parallel()
+			}
+			c.run(t, h)
+		})
 	}
 }
 
