@@ -143,6 +143,9 @@ func (a *AuthenticatedContent) TBS(groupContext []byte) ([]byte, error) {
 // (§6.1). The confirmation tag of a commit is left for the caller, since
 // it depends on the confirmed transcript hash that covers this signature.
 func Sign(s *ciphersuite.Suite, wf WireFormat, content *FramedContent, sigPriv, groupContext []byte) (*AuthenticatedContent, error) {
+	if content == nil {
+		return nil, fmt.Errorf("%w: no content", ErrNotAllowed)
+	}
 	if wf != WirePublicMessage && wf != WirePrivateMessage {
 		return nil, fmt.Errorf("%w: content in wire format %d", ErrNotAllowed, wf)
 	}

@@ -64,6 +64,9 @@ const maxPadding = 1 << 16
 // sender data under sender_data_secret and draws a fresh reuse guard. Only
 // member senders and content signed for WirePrivateMessage are allowed.
 func Encrypt(s *ciphersuite.Suite, ac *AuthenticatedContent, tree *secrettree.Tree, senderDataSecret []byte, padding int) (*PrivateMessage, error) {
+	if ac == nil || tree == nil {
+		return nil, fmt.Errorf("%w: no content or secret tree", ErrNotAllowed)
+	}
 	c := &ac.Content
 	if ac.WireFormat != WirePrivateMessage {
 		return nil, fmt.Errorf("%w: content signed for wire format %d", ErrNotAllowed, ac.WireFormat)
@@ -124,6 +127,9 @@ func guardNonce(nonce []byte, guard [4]byte) []byte {
 // caller still verifies the signature with the sender's key. Failures wrap
 // ErrDecrypt, or a codec error for malformed plaintext.
 func Decrypt(s *ciphersuite.Suite, pm *PrivateMessage, tree *secrettree.Tree, senderDataSecret []byte) (*AuthenticatedContent, error) {
+	if pm == nil || tree == nil {
+		return nil, fmt.Errorf("%w: no message or secret tree", ErrDecrypt)
+	}
 	switch pm.ContentType {
 	case ContentApplication, ContentProposal, ContentCommit:
 	default:

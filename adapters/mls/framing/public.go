@@ -46,6 +46,9 @@ func (p *PublicMessage) tbm(groupContext []byte) ([]byte, error) {
 // for a member sender (§6.2). Application content and content signed for
 // another wire format are ErrNotAllowed.
 func NewPublicMessage(s *ciphersuite.Suite, ac *AuthenticatedContent, membershipKey, groupContext []byte) (*PublicMessage, error) {
+	if ac == nil {
+		return nil, fmt.Errorf("%w: no content", ErrNotAllowed)
+	}
 	if ac.WireFormat != WirePublicMessage {
 		return nil, fmt.Errorf("%w: content signed for wire format %d", ErrNotAllowed, ac.WireFormat)
 	}

@@ -72,6 +72,9 @@ func sealSenderData(s *ciphersuite.Suite, pm *PrivateMessage, secret []byte, sd 
 
 // DecryptSenderData decrypts the sender data of pm; failures wrap ErrDecrypt.
 func DecryptSenderData(s *ciphersuite.Suite, pm *PrivateMessage, senderDataSecret []byte) (*SenderData, error) {
+	if pm == nil {
+		return nil, fmt.Errorf("%w: no message", ErrDecrypt)
+	}
 	key, nonce, err := SenderDataKeyNonce(s, senderDataSecret, pm.Ciphertext)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sender data key: %v", ErrDecrypt, err)

@@ -26,6 +26,9 @@ type CreateOptions struct {
 // (§11): random init_secret, all-zero commit and PSK secrets, an empty
 // confirmed transcript hash and the interim hash of its confirmation tag.
 func Create(s *ciphersuite.Suite, opts *CreateOptions) (*Group, error) {
+	if opts == nil {
+		return nil, invalid("options are required")
+	}
 	if opts.Leaf == nil || len(opts.GroupID) == 0 {
 		return nil, fmt.Errorf("%w: group id and leaf are required", ErrInvalid)
 	}

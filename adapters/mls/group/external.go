@@ -37,6 +37,9 @@ type ExternalJoinOptions struct {
 // the new epoch with the commit to send. The joiner should use the group
 // only once the delivery service accepted the commit.
 func JoinExternal(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Group, *framing.MLSMessage, error) {
+	if opts == nil {
+		return nil, nil, invalid("options are required")
+	}
 	gi := opts.GroupInfo
 	if gi == nil || opts.Leaf == nil {
 		return nil, nil, invalid("group info and leaf are required")

@@ -34,6 +34,9 @@ type JoinOptions struct {
 // joiner's leaf and installs the path secret, and returns the group at the
 // Welcome's epoch.
 func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, error) {
+	if w == nil || opts == nil || opts.KeyPackage == nil {
+		return nil, invalid("welcome, options and key package are required")
+	}
 	gs, err := welcome.OpenSecrets(s, w, opts.KeyPackage, opts.InitPriv)
 	if err != nil {
 		return nil, err

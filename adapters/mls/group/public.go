@@ -27,6 +27,9 @@ type PublicOptions struct {
 // membership tags or confirmation tags, decrypt anything or send, and its
 // EpochAuthenticator is empty.
 func NewPublic(s *ciphersuite.Suite, gi *message.GroupInfo, opts *PublicOptions) (*Group, error) {
+	if gi == nil {
+		return nil, invalid("group info is required")
+	}
 	if opts == nil {
 		opts = &PublicOptions{}
 	}

@@ -48,6 +48,9 @@ func (g *Group) viewFor(epoch uint64, allowPast bool) (*view, error) {
 // (§6.2, §6.3). Only member senders are supported; allowPast admits
 // messages of retained past epochs.
 func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.AuthenticatedContent, error) {
+	if m == nil {
+		return nil, invalid("no message")
+	}
 	var (
 		groupID []byte
 		epoch   uint64

@@ -245,3 +245,29 @@ func TestProposalListRules(t *testing.T) {
 		t.Fatalf("duplicate PSK: %v", err)
 	}
 }
+
+// TestNilInputs: missing inputs are errors, not panics.
+func TestNilInputs(t *testing.T) {
+	s, ga, _, _ := pair(t)
+	if _, err := group.Join(s, nil, nil); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if _, err := group.Create(s, nil); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if _, _, err := group.JoinExternal(s, nil); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if _, err := group.NewPublic(s, nil, nil); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if err := ga.HandleCommit(nil); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if err := ga.HandleProposal(&framing.MLSMessage{}); !errors.Is(err, group.ErrInvalid) {
+		t.Error(err)
+	}
+	if err := ga.MergePending(nil); !errors.Is(err, group.ErrWrongEpoch) {
+		t.Error(err)
+	}
+}

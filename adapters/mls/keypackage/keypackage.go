@@ -55,6 +55,9 @@ type Bundle struct {
 // New creates and signs a KeyPackage for suite s with fresh init and
 // encryption keys.
 func New(s *ciphersuite.Suite, opts *Options) (*Bundle, error) {
+	if opts == nil {
+		return nil, fmt.Errorf("%w: no options", ErrInvalid)
+	}
 	sigPub, err := s.SignaturePublicKey(opts.SignaturePriv)
 	if err != nil {
 		return nil, fmt.Errorf("create key package: %w", err)
@@ -124,6 +127,9 @@ type ValidateOptions struct {
 
 // Validate checks kp under §10.1 and the group-independent parts of §7.3.
 func Validate(s *ciphersuite.Suite, kp *message.KeyPackage, opts *ValidateOptions) error {
+	if kp == nil {
+		return fmt.Errorf("%w: no key package", ErrInvalid)
+	}
 	ln := &kp.LeafNode
 	switch {
 	case kp.Version != message.MLS10:

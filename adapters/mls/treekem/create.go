@@ -30,6 +30,9 @@ type CreatedPath struct {
 // encrypted under it.
 func (p *PrivateState) CreatePath(tree *ratchettree.Tree, leaf *message.LeafNode, sigPriv, groupID []byte,
 	exclude []treemath.LeafIndex, groupContext func(treeHash []byte) ([]byte, error)) (*CreatedPath, error) {
+	if tree == nil || leaf == nil || groupContext == nil {
+		return nil, fmt.Errorf("%w: no tree, leaf or group context", ErrPathMismatch)
+	}
 	s := tree.Suite()
 	if tree.Leaf(p.leaf) == nil {
 		return nil, fmt.Errorf("%w: own leaf %d is blank", ErrPathMismatch, p.leaf)

@@ -14,6 +14,9 @@ import (
 // committer's filtered direct path above it follow by DeriveSecret(.,
 // "path"). Every derived public key must match the tree.
 func (p *PrivateState) Implant(tree *ratchettree.Tree, committer treemath.LeafIndex, pathSecret []byte) error {
+	if tree == nil {
+		return fmt.Errorf("%w: no tree", ErrPathMismatch)
+	}
 	anc := treemath.CommonAncestor(p.leaf.Node(), committer.Node())
 	fdp := tree.FilteredDirectPath(committer)
 	for i, x := range fdp {

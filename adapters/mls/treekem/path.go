@@ -63,6 +63,9 @@ func applyPathKeys(tree *ratchettree.Tree, sender treemath.LeafIndex, keys [][]b
 // path's keys, checks that the new leaf's parent_hash matches, and installs
 // the leaf. The caller verifies the leaf node itself (signature, §7.3).
 func Merge(tree *ratchettree.Tree, sender treemath.LeafIndex, path *message.UpdatePath) error {
+	if tree == nil || path == nil {
+		return fmt.Errorf("%w: no tree or path", ErrPathMismatch)
+	}
 	if tree.Leaf(sender) == nil {
 		return fmt.Errorf("%w: sender leaf %d is blank", ErrPathMismatch, sender)
 	}
@@ -88,6 +91,9 @@ func Merge(tree *ratchettree.Tree, sender treemath.LeafIndex, path *message.Upda
 // the same commit; groupContext is the provisional GroupContext encoding.
 func (p *PrivateState) Decrypt(tree *ratchettree.Tree, sender treemath.LeafIndex, path *message.UpdatePath,
 	exclude []treemath.LeafIndex, groupContext []byte) (commitSecret, pathSecret []byte, err error) {
+	if tree == nil || path == nil {
+		return nil, nil, fmt.Errorf("%w: no tree or path", ErrPathMismatch)
+	}
 	if sender == p.leaf {
 		return nil, nil, fmt.Errorf("%w: own update path", ErrDecrypt)
 	}

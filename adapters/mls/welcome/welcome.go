@@ -48,6 +48,9 @@ type Recipient struct {
 // {joinerSecret, its path secret, psks} sealed to its init key.
 func Seal(s *ciphersuite.Suite, gi *message.GroupInfo, joinerSecret, welcomeSecret []byte,
 	psks []message.PreSharedKeyID, recipients []Recipient) (*message.Welcome, error) {
+	if gi == nil {
+		return nil, fmt.Errorf("%w: no group info", ErrInvalid)
+	}
 	giBytes, err := codec.Marshal(gi)
 	if err != nil {
 		return nil, fmt.Errorf("seal welcome: %w", err)
@@ -88,6 +91,9 @@ func Seal(s *ciphersuite.Suite, gi *message.GroupInfo, joinerSecret, welcomeSecr
 // OpenSecrets finds the entry of w for kp and decrypts its GroupSecrets
 // with the init private key.
 func OpenSecrets(s *ciphersuite.Suite, w *message.Welcome, kp *message.KeyPackage, initPriv []byte) (*message.GroupSecrets, error) {
+	if w == nil || kp == nil {
+		return nil, ErrNotForMe
+	}
 	if w.CipherSuite != s.ID() || kp.CipherSuite != s.ID() {
 		return nil, fmt.Errorf("%w: suites %#04x and %#04x, expected %#04x", ErrNotForMe, uint16(w.CipherSuite), uint16(kp.CipherSuite), uint16(s.ID()))
 	}
@@ -114,6 +120,9 @@ func OpenSecrets(s *ciphersuite.Suite, w *message.Welcome, kp *message.KeyPackag
 // OpenGroupInfo decrypts the GroupInfo of w with the welcome secret derived
 // from joinerSecret and pskSecret (nil for no PSKs).
 func OpenGroupInfo(s *ciphersuite.Suite, w *message.Welcome, joinerSecret, pskSecret []byte) (*message.GroupInfo, error) {
+	if w == nil {
+		return nil, fmt.Errorf("%w: no welcome", ErrDecrypt)
+	}
 	if pskSecret == nil {
 		pskSecret = make([]byte, s.HashSize())
 	}
@@ -146,6 +155,9 @@ func OpenGroupInfo(s *ciphersuite.Suite, w *message.Welcome, joinerSecret, pskSe
 // running the key schedule from joinerSecret and pskSecret over gi's group
 // context, its confirmation tag (§12.4.3.1). It returns the epoch's secrets.
 func VerifyGroupInfo(s *ciphersuite.Suite, gi *message.GroupInfo, signerKey, joinerSecret, pskSecret []byte) (*keyschedule.Epoch, error) {
+	if gi == nil {
+		return nil, fmt.Errorf("%w: no group info", ErrInvalid)
+	}
 	if gi.GroupContext.CipherSuite != s.ID() {
 		return nil, fmt.Errorf("%w: group suite %#04x", ErrInvalid, uint16(gi.GroupContext.CipherSuite))
 	}
