@@ -101,6 +101,11 @@ func (s *server) propose(id uint32, build func(*state) (*message.Proposal, error
 	if err != nil {
 		return nil, engineErr("propose", err)
 	}
+	return st.ownProposal(m)
+}
+
+// ownProposal encodes a proposal this member sent and remembers it.
+func (st *state) ownProposal(m *framing.MLSMessage) (*mlsinteroppb.ProposalResponse, error) {
 	b, err := encode(m)
 	if err != nil {
 		return nil, err
@@ -116,10 +121,21 @@ func (s *server) AddProposal(_ context.Context, req *mlsinteroppb.AddProposalReq
 	})
 }
 
-// UpdateProposal needs the engine to make and keep an update leaf.
-func (s *server) UpdateProposal(context.Context, *mlsinteroppb.UpdateProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "update proposal: adapters/mls/group cannot create an Update proposal "+
-		"(a leaf with source update whose new encryption key it keeps until a commit applies it) yet")
+// UpdateProposal proposes replacing this member's leaf with one under a
+// fresh encryption key; the engine keeps the private key until a commit
+// applies it.
+func (s *server) UpdateProposal(_ context.Context, req *mlsinteroppb.UpdateProposalRequest) (*mlsinteroppb.ProposalResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.state(req.StateId)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.g.ProposeUpdate(st.wf)
+	if err != nil {
+		return nil, engineErr("update proposal", err)
+	}
+	return st.ownProposal(m)
 }
 
 // RemoveProposal proposes removing the member with the given identity.

@@ -40,6 +40,11 @@ type step struct {
 	AuthenticatedData string    `json:"authenticatedData"`
 	Plaintext         string    `json:"plaintext"`
 	Ciphertext        int       `json:"ciphertext"`
+	// externalJoin
+	Joiner        string `json:"joiner"`
+	PSKs          []int  `json:"psks"`
+	RemovePrior   bool   `json:"removePrior"`
+	ExternalTree2 bool   `json:"externalTree"`
 }
 
 type byValue struct {
@@ -68,8 +73,7 @@ func protoExts(in []ext) []*mlsinteroppb.Extension {
 // the error that must stop them. A gap that starts passing fails the test,
 // so this list shrinks as the engine grows.
 var knownGaps = map[string]string{
-	"commit.json/update":                          "Update proposal",
-	"commit.json/all_together_bob_proposes":       "Update proposal",
+	"external_join.json/with_psk":                 "PreSharedKey proposals to an external commit",
 	"application.json/in_order":                   "authenticated_data",
 	"application.json/out_of_order_within_epoch":  "authenticated_data",
 	"application.json/out_of_order_across_epochs": "authenticated_data",
@@ -107,7 +111,7 @@ func configsDir(t *testing.T) string {
 }
 
 // TestHarnessScripts plays the mlswg harness scripts of welcome_join.json,
-// commit.json and application.json against two clients over gRPC, the way
+// commit.json, external_join.json and application.json against two clients over gRPC, the way
 // the harness's test-runner does: actors alternate between the clients,
 // every fullCommit is processed by the listed members, merged by the
 // committer and joined by the joiners, and then every member agrees on
@@ -115,7 +119,7 @@ func configsDir(t *testing.T) string {
 func TestHarnessScripts(t *testing.T) {
 	dir := configsDir(t)
 	clients := []mlsinteroppb.MLSClientClient{startClient(t), startClient(t)}
-	for _, file := range []string{"welcome_join.json", "commit.json", "application.json"} {
+	for _, file := range []string{"welcome_join.json", "commit.json", "external_join.json", "application.json"} {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +176,7 @@ type runner struct {
 	states   map[string]uint32 // actor -> state id
 	txs      map[string]uint32 // actor -> transaction id of its last key package
 	outputs  map[int][]byte    // key packages, proposals, psk ids by step index
+	secrets  map[int][]byte    // psk secrets by step index
 	cts      map[int]protected
 }
 
@@ -186,7 +191,7 @@ func (r *runner) client(actor string) mlsinteroppb.MLSClientClient {
 
 func (r *runner) play(steps []step) error {
 	r.assigned, r.states, r.txs = map[string]mlsinteroppb.MLSClientClient{}, map[string]uint32{}, map[string]uint32{}
-	r.outputs, r.cts = map[int][]byte{}, map[int]protected{}
+	r.outputs, r.secrets, r.cts = map[int][]byte{}, map[int][]byte{}, map[int]protected{}
 	for i, s := range steps {
 		if err := r.do(i, &s); err != nil {
 			return fmt.Errorf("step %d %s by %s: %w", i, s.Action, s.Actor, err)
@@ -243,8 +248,10 @@ func (r *runner) do(i int, s *step) error {
 				return err
 			}
 		}
-		r.outputs[i] = pskID
+		r.outputs[i], r.secrets[i] = pskID, secret
 		return nil
+	case "externalJoin":
+		return r.externalJoin(s)
 	case "addProposal":
 		p, err = c.AddProposal(r.ctx, &mlsinteroppb.AddProposalRequest{StateId: id, KeyPackage: r.outputs[s.KeyPackage]})
 	case "removeProposal":
@@ -340,5 +347,37 @@ func (r *runner) commit(committer string, req *mlsinteroppb.CommitRequest, propo
 		ms = append(ms, member{r.client(m), r.states[m]})
 	}
 	verifyGroup(r.t, r.ctx, "after commit", ms)
+	return nil
+}
+
+// externalJoin has the joiner join by external commit from the actor's
+// GroupInfo; the actor and the members process the commit.
+func (r *runner) externalJoin(s *step) error {
+	gi, err := r.client(s.Actor).GroupInfo(r.ctx, &mlsinteroppb.GroupInfoRequest{StateId: r.states[s.Actor], ExternalTree: s.ExternalTree2})
+	if err != nil {
+		return err
+	}
+	req := &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, EncryptHandshake: r.encrypt,
+		Identity: []byte(s.Joiner), RemovePrior: s.RemovePrior}
+	for _, p := range s.PSKs {
+		req.Psks = append(req.Psks, &mlsinteroppb.PreSharedKey{PskId: r.outputs[p], PskSecret: r.secrets[p]})
+	}
+	res, err := r.client(s.Joiner).ExternalJoin(r.ctx, req)
+	if err != nil {
+		return err
+	}
+	ms := []member{{r.client(s.Joiner), res.StateId}}
+	for _, m := range append([]string{s.Actor}, s.Members...) {
+		h, err := r.client(m).HandleCommit(r.ctx, &mlsinteroppb.HandleCommitRequest{StateId: r.states[m], Commit: res.Commit})
+		if err != nil {
+			return fmt.Errorf("%s handles the external commit: %w", m, err)
+		}
+		if !bytes.Equal(h.EpochAuthenticator, res.EpochAuthenticator) {
+			return fmt.Errorf("%s disagrees with the external joiner", m)
+		}
+		ms = append(ms, member{r.client(m), r.states[m]})
+	}
+	r.states[s.Joiner] = res.StateId
+	verifyGroup(r.t, r.ctx, "after external join", ms)
 	return nil
 }

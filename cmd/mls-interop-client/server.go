@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/keypackage"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 	"github.com/regroup-mls/regroup/proto/mlsinteroppb"
 )
 
@@ -243,10 +245,72 @@ func (s *server) JoinGroup(_ context.Context, req *mlsinteroppb.JoinGroupRequest
 	return &mlsinteroppb.JoinGroupResponse{StateId: id, EpochAuthenticator: g.EpochAuthenticator()}, nil
 }
 
-// ExternalJoin needs external commits, which the engine lacks.
-func (s *server) ExternalJoin(context.Context, *mlsinteroppb.ExternalJoinRequest) (*mlsinteroppb.ExternalJoinResponse, error) {
-	return nil, status.Error(codes.Unimplemented,
-		"external join: adapters/mls/group cannot create external commits (RFC 9420 §12.4.3.2, ExternalInit) yet")
+// ExternalJoin joins a group by an external commit (§12.4.3.2) from its
+// GroupInfo, removing the joiner's prior leaf (same identity) when asked.
+// The commit is a PublicMessage, as §12.4.3.2 requires.
+func (s *server) ExternalJoin(_ context.Context, req *mlsinteroppb.ExternalJoinRequest) (*mlsinteroppb.ExternalJoinResponse, error) {
+	if len(req.Psks) > 0 {
+		return nil, status.Error(codes.Unimplemented,
+			"external join: adapters/mls/group.JoinExternal cannot add PreSharedKey proposals to an external commit yet")
+	}
+	m, err := decode("group info", req.GroupInfo, framing.WireGroupInfo)
+	if err != nil {
+		return nil, err
+	}
+	gi := m.GroupInfo
+	cs, err := suiteOf(uint32(gi.GroupContext.CipherSuite))
+	if err != nil {
+		return nil, err
+	}
+	kp, sigPriv, err := newKeyPackage(cs, req.Identity)
+	if err != nil {
+		return nil, engineErr("external join", err)
+	}
+	psks := group.MapPSKStore{}
+	leaf := kp.KeyPackage.LeafNode
+	opts := &group.ExternalJoinOptions{GroupInfo: gi, Leaf: &leaf, SignaturePriv: sigPriv, PSKs: psks}
+	tree := opts.Tree
+	if len(req.RatchetTree) > 0 {
+		if err := codec.Unmarshal(req.RatchetTree, &opts.Tree); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "ratchet tree: %v", err)
+		}
+		tree = opts.Tree
+	}
+	if data, ok := gi.Extensions.Find(message.ExtRatchetTree); ok {
+		if err := codec.Unmarshal(data, &tree); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "group info ratchet_tree: %v", err)
+		}
+	}
+	if req.RemovePrior {
+		prior, ok := leafWithIdentity(tree, req.Identity)
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "external join: no prior leaf with identity %q", req.Identity)
+		}
+		opts.Resync = &prior
+	}
+	g, commit, err := group.JoinExternal(cs, opts)
+	if err != nil {
+		return nil, engineErr("external join", err)
+	}
+	b, err := encode(commit)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.addState(&state{suite: cs, g: g, wf: wireFormat(req.EncryptHandshake), psks: psks, own: map[string]bool{}})
+	return &mlsinteroppb.ExternalJoinResponse{StateId: id, Commit: b, EpochAuthenticator: g.EpochAuthenticator()}, nil
+}
+
+// leafWithIdentity finds the leaf of a received tree whose credential
+// identity is id.
+func leafWithIdentity(tree message.RatchetTree, id []byte) (treemath.LeafIndex, bool) {
+	for i := 0; i < len(tree); i += 2 {
+		if n := tree[i]; n != nil && n.Leaf != nil && bytes.Equal(n.Leaf.Credential.Identity, id) {
+			return treemath.LeafIndex(i / 2), true
+		}
+	}
+	return 0, false
 }
 
 // GroupInfo returns the signed GroupInfo of the current epoch, with the

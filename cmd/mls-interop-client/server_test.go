@@ -198,10 +198,13 @@ func TestGapsAnswerErrors(t *testing.T) {
 	if err != nil || len(gi.RatchetTree) == 0 {
 		t.Fatalf("GroupInfo with external tree: %v", err)
 	}
-	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("bob")})
-	wantCode(t, "ExternalJoin", err, codes.Unimplemented, "external commits")
-	_, err = c.UpdateProposal(ctx, &mlsinteroppb.UpdateProposalRequest{StateId: g.StateId})
-	wantCode(t, "UpdateProposal", err, codes.Unimplemented, "Update proposal")
+	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("bob"),
+		Psks: []*mlsinteroppb.PreSharedKey{{PskId: []byte("p"), PskSecret: []byte("s")}}})
+	wantCode(t, "ExternalJoin with PSKs", err, codes.Unimplemented, "PreSharedKey proposals")
+	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, Identity: []byte("bob")})
+	wantCode(t, "ExternalJoin without a tree", err, codes.InvalidArgument, "ratchet tree")
+	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("carol"), RemovePrior: true})
+	wantCode(t, "ExternalJoin removing a prior leaf that is absent", err, codes.NotFound, "prior leaf")
 	_, err = c.Protect(ctx, &mlsinteroppb.ProtectRequest{StateId: g.StateId, AuthenticatedData: []byte("btw"), Plaintext: []byte("x")})
 	wantCode(t, "Protect with authenticated data", err, codes.Unimplemented, "authenticated_data")
 	_, err = c.CreateBranch(ctx, &mlsinteroppb.CreateBranchRequest{StateId: g.StateId})
