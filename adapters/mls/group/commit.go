@@ -119,6 +119,9 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 	if ln.Source != message.SourceCommit {
 		return nil, invalid("path leaf source %d", ln.Source)
 	}
+	if err := supports(ln, gc.Extensions); err != nil {
+		return nil, err
+	}
 	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(committer)); err != nil {
 		return nil, fmt.Errorf("%w: path leaf: %w", ErrInvalid, err)
 	}

@@ -87,6 +87,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		return nil, invalid("more than one GroupContextExtensions proposal")
 	} else if len(gce) == 1 {
 		ap.extensions = gce[0].proposal.GroupContextExtensions.Extensions
+		if err := allSupport(tree, ap.extensions); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range byType(message.ProposalUpdate) {
 		l := treemath.LeafIndex(p.sender.LeafIndex)
@@ -99,6 +102,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		touched[l] = true
 		ln := &p.proposal.Update.LeafNode
 		if err := g.checkLeaf(tree, l, ln, message.SourceUpdate); err != nil {
+			return nil, err
+		}
+		if err := supports(ln, ap.extensions); err != nil {
 			return nil, err
 		}
 		if err := tree.UpdateLeaf(l, ln); err != nil {
@@ -118,6 +124,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 	for _, p := range byType(message.ProposalAdd) {
 		kp := &p.proposal.Add.KeyPackage
 		if err := g.checkKeyPackage(kp); err != nil {
+			return nil, err
+		}
+		if err := supports(&kp.LeafNode, ap.extensions); err != nil {
 			return nil, err
 		}
 		for _, m := range tree.Members() {
