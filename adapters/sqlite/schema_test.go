@@ -194,3 +194,30 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 		t.Errorf("schema_migrations holds %d rows, want %d", steps, gormstore.SchemaVersion())
 	}
 }
+
+// TestWaitingTxHonoursItsContext holds one transaction open and starts a
+// second with a short deadline: the second queues for the single
+// connection and gives up with the context's error instead of hanging.
+func TestWaitingTxHonoursItsContext(t *testing.T) {
+	s := openPath(t, filepath.Join(t.TempDir(), "w.db"))
+	release, held := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Tx(context.Background(), func(tx ports.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := s.Tx(ctx, func(tx ports.Tx) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued Tx returned %v, want context.DeadlineExceeded", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
