@@ -109,3 +109,16 @@ type EnvelopeStore interface {
 	// Close releases the database; later calls fail with [ErrClosed].
 	Close() error
 }
+
+// EnvelopeWatcher is an optional interface of an [EnvelopeStore] that
+// several delivery-service processes share: it reports appends made by any
+// of them, so each can wake its own subscribers. The delivery service
+// detects it with a type assertion.
+type EnvelopeWatcher interface {
+	// Watch calls changed with the topic of every committed append, from
+	// any process, until ctx ends; changed(nil) means any topic may have
+	// changed (for example after the watch reconnected and may have missed
+	// reports). It returns ctx's error, or an error when watching is not
+	// possible at all.
+	Watch(ctx context.Context, changed func(topic []byte)) error
+}

@@ -24,6 +24,11 @@ type Options struct {
 	// MaxOpenConns bounds the connection pool; default 16 on PostgreSQL,
 	// 4 on SQLite.
 	MaxOpenConns int
+	// Notify, on PostgreSQL, makes every Append NOTIFY its topics so that
+	// [Store.Watch] in other processes sharing the database reports them.
+	// It costs a commit-time lock PostgreSQL takes for NOTIFY, so enable it
+	// only when several delivery-service processes share the database.
+	Notify bool
 	// BusyTimeout is how long a SQLite writer waits for another process's
 	// lock; default 10s.
 	BusyTimeout time.Duration
@@ -85,7 +90,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 	}
 	st, err := finish(ctx, db, "postgres", o.MaxOpenConns, nil)
 	if st != nil {
-		st.schema = o.Schema
+		st.schema, st.dsn, st.notify = o.Schema, dsn, o.Notify
 	}
 	return st, err
 }

@@ -58,6 +58,8 @@ type Store struct {
 	sqlDB   *sql.DB
 	dialect string
 	schema  string
+	dsn     string
+	notify  bool
 	// writeMu serializes SQLite writers in this process; SQLite admits one
 	// writer at a time anyway, and waiting here costs less than its busy
 	// handler's sleeps.
@@ -136,7 +138,13 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 				ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
 			}
 		}
-		return tx.CreateInBatches(rows, 200).Error
+		if err := tx.CreateInBatches(rows, 200).Error; err != nil {
+			return err
+		}
+		if s.notify {
+			return s.notifyTopics(func(q string, args ...any) error { return tx.Exec(q, args...).Error }, topics)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, dbErr(ctx, "append envelopes", err)

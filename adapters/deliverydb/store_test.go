@@ -175,3 +175,44 @@ func TestCanceledContext(t *testing.T) {
 		t.Fatalf("Append with expired ctx: %v", err)
 	}
 }
+
+// With Notify, a store in another process (here: another Store on the
+// same schema) reports each committed append's topic through Watch.
+func TestWatch_PostgresNotify(t *testing.T) {
+	a := openPG(t)
+	b, err := OpenPostgres(context.Background(), os.Getenv("REGROUP_POSTGRES_DSN"), &Options{Schema: a.schema, Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a.notify = true
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	got := make(chan []byte, 100)
+	go b.Watch(ctx, func(topic []byte) { got <- topic })
+	want := topic()
+	for {
+		if _, err := a.Append(ctx, []ports.NewStoredEnvelope{env(want, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case tp := <-got:
+			if tp != nil && string(tp) != string(want) {
+				t.Fatalf("watch reported topic %x, want %x", tp, want)
+			}
+			if tp != nil {
+				return
+			}
+		case <-time.After(200 * time.Millisecond): // LISTEN not yet in place
+		case <-ctx.Done():
+			t.Fatal("no report within 15s")
+		}
+	}
+}
+
+func TestWatch_SQLiteRefuses(t *testing.T) {
+	s := dbs()["sqlite"](t)
+	if err := s.Watch(context.Background(), func([]byte) {}); err == nil {
+		t.Fatal("Watch on SQLite did not fail")
+	}
+}

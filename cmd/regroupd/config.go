@@ -29,6 +29,8 @@ type config struct {
 	Retention        map[ports.TopicKind]time.Duration
 	SweepInterval    time.Duration
 	ShutdownTimeout  time.Duration
+	PollInterval     time.Duration
+	PostgresNotify   bool
 
 	LogFormat string
 	LogLevel  string
@@ -53,7 +55,7 @@ func parseConfig(args []string) (config, error) {
 		fs.StringVar(p, name, envOr(env, def), usage+" (env "+env+")")
 	}
 	var retention [4]string
-	var maxEnv, maxBatch, burst, rate, sweep, shutdown string
+	var maxEnv, maxBatch, burst, rate, sweep, shutdown, poll, notify string
 	str(&c.Listen, "listen", "REGROUPD_LISTEN", "127.0.0.1:5050", "gRPC listen address")
 	str(&c.HealthListen, "health-listen", "REGROUPD_HEALTH_LISTEN", "127.0.0.1:5051", "HTTP health endpoint address, empty to disable")
 	str(&c.Database, "database", "REGROUPD_DATABASE", "regroupd.db", "SQLite file path, or a PostgreSQL DSN (postgres://… or key=value with host=)")
@@ -70,6 +72,8 @@ func parseConfig(args []string) (config, error) {
 	str(&retention[3], "retention-key-packages", "REGROUPD_RETENTION_KEY_PACKAGES", "0", "how long key packages are kept, 0 forever")
 	str(&sweep, "retention-sweep-interval", "REGROUPD_RETENTION_SWEEP_INTERVAL", "1m", "how often expired envelopes are deleted")
 	str(&shutdown, "shutdown-timeout", "REGROUPD_SHUTDOWN_TIMEOUT", "10s", "how long a graceful shutdown waits for calls in flight")
+	str(&poll, "poll-interval", "REGROUPD_POLL_INTERVAL", "0", "how often subscriptions re-read their topics unprompted, 0 never")
+	str(&notify, "postgres-notify", "REGROUPD_POSTGRES_NOTIFY", "false", "NOTIFY appends so several regroupd sharing one PostgreSQL database wake each other's subscribers")
 	str(&c.LogFormat, "log-format", "REGROUPD_LOG_FORMAT", "json", "json or text")
 	str(&c.LogLevel, "log-level", "REGROUPD_LOG_LEVEL", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +110,12 @@ func parseConfig(args []string) (config, error) {
 	}
 	c.SweepInterval = getd("retention-sweep-interval", sweep)
 	c.ShutdownTimeout = getd("shutdown-timeout", shutdown)
+	c.PollInterval = getd("poll-interval", poll)
+	if b, e := strconv.ParseBool(notify); e != nil {
+		return c, fmt.Errorf("-postgres-notify: %q is not a boolean", notify)
+	} else {
+		c.PostgresNotify = b
+	}
 	if err != nil {
 		return c, err
 	}

@@ -117,3 +117,68 @@ func TestGRPCTransport(t *testing.T) {
 func transporttestBatch(topic []byte) []*backendpb.ClientEnvelope {
 	return []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("one")), transporttest.GroupMessage(topic, []byte("two"))}
 }
+
+// Two regroupd sharing one PostgreSQL schema with -postgres-notify: a
+// subscriber on one receives, in order and at once (no polling), what is
+// published through the other.
+func TestTwoServersSharePostgres(t *testing.T) {
+	t.Parallel()
+	cfgA := testConfig(t, "postgres")
+	cfgA.PostgresNotify = true
+	cfgB := cfgA
+	a, err := start(context.Background(), cfgA, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.stop()
+	b, err := start(context.Background(), cfgB, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	ha, hb := &grpcHarness{cfg: cfgA}, &grpcHarness{cfg: cfgB}
+	ha.cfg.Listen, hb.cfg.Listen = a.lis.Addr().String(), b.lis.Addr().String()
+	pub, sub := ha.NewTransport(t), hb.NewTransport(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	topic := transporttest.RandomGroupTopic()
+	s, err := sub.Subscribe(ctx, []ports.TopicCursor{{Topic: topic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The watch on b may still be connecting: keep publishing until the
+	// first envelope arrives, then check the rest follow in order.
+	got := make(chan *backendpb.OriginatorEnvelope, 100)
+	go func() {
+		for {
+			e, err := s.Next(ctx)
+			if err != nil {
+				return
+			}
+			got <- e
+		}
+	}()
+	published := 0
+	for want := uint64(1); want <= 5; {
+		if published < 5 {
+			if _, err := pub.Publish(ctx, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("x"))}); err != nil {
+				t.Fatal(err)
+			}
+			published++
+		}
+		select {
+		case e := <-got:
+			if e.GetSequenceId() != want {
+				t.Fatalf("subscriber on the other server got id %d, want %d", e.GetSequenceId(), want)
+			}
+			want++
+		case <-time.After(300 * time.Millisecond):
+			if published == 5 {
+				t.Fatalf("subscriber on the other server stopped at id %d of 5", want-1)
+			}
+		case <-ctx.Done():
+			t.Fatal("timed out")
+		}
+	}
+}

@@ -38,7 +38,7 @@ type server struct {
 
 func openStore(ctx context.Context, cfg config) (*deliverydb.Store, error) {
 	if cfg.postgres() {
-		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema})
+		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema, Notify: cfg.PostgresNotify})
 	}
 	return deliverydb.OpenSQLite(ctx, cfg.Database, nil)
 }
@@ -55,6 +55,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		MaxEnvelopeBytes: cfg.MaxEnvelopeBytes,
 		MaxBatch:         cfg.MaxBatch,
 		Retention:        cfg.Retention,
+		PollInterval:     cfg.PollInterval,
 	})
 	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
 		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst, Logger: log,
@@ -93,6 +94,15 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			}
 		})
 	}()
+	if cfg.postgres() && cfg.PostgresNotify {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.svc.WatchStore(bg); err != nil && bg.Err() == nil {
+				log.Error("watching the database for other servers' appends failed", "err", err)
+			}
+		}()
+	}
 	if cfg.HealthListen != "" {
 		if err := s.startHealth(cfg.HealthListen); err != nil {
 			s.stop()

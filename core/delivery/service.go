@@ -56,9 +56,11 @@ type Options struct {
 	MaxPageBytes int
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
-	// PollInterval is how often a subscription re-reads its topics even
-	// when not woken, so that envelopes stored by another process sharing
-	// the database arrive too; default 1s.
+	// PollInterval, when positive, makes each subscription re-read its
+	// topics that often even when nothing woke it. Appends through this
+	// service wake subscriptions at once, and a store that implements
+	// [ports.EnvelopeWatcher] reports other processes' appends (see
+	// [Service.WatchStore]), so polling is only a safety net; 0 disables it.
 	PollInterval time.Duration
 	// Retention is how long envelopes of a topic kind are kept; a missing
 	// or zero entry keeps them forever. Commit-log envelopes never expire,
@@ -86,9 +88,6 @@ func (o *Options) withDefaults() Options {
 	def(&r.MaxPageSize, 1000)
 	def(&r.MaxPageBytes, 4<<20)
 	def(&r.MaxCursors, 1024)
-	if r.PollInterval <= 0 {
-		r.PollInterval = time.Second
-	}
 	return r
 }
 
@@ -291,6 +290,24 @@ func (s *Service) SweepExpired(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("sweep expired: %w", err)
 	}
 	return n, nil
+}
+
+// WatchStore forwards the store's reports of appends made by other
+// processes sharing the database to this service's subscriptions, until
+// ctx ends (see [ports.EnvelopeWatcher]). It returns nil at once when the
+// store cannot report them.
+func (s *Service) WatchStore(ctx context.Context) error {
+	w, ok := s.store.(ports.EnvelopeWatcher)
+	if !ok {
+		return nil
+	}
+	return w.Watch(ctx, func(topic []byte) {
+		if topic == nil {
+			s.hub.notifyAll()
+			return
+		}
+		s.hub.notify(topic)
+	})
 }
 
 // RunRetention calls [Service.SweepExpired] every interval until ctx ends;

@@ -43,6 +43,16 @@ func (h *hub) remove(s *subscription, topics []string) {
 	}
 }
 
+func (h *hub) notifyAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.subs {
+		for s := range m {
+			s.wakeUp()
+		}
+	}
+}
+
 func (h *hub) notify(topic []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -123,8 +133,13 @@ func (sub *subscription) run(parent context.Context) {
 	defer sub.svc.hub.remove(sub, sub.topics)
 	// The poll is operational, not a deadline of any rule, so it runs on
 	// a real timer and never shows up as a waiter on a fake clock.
-	poll := time.NewTimer(sub.svc.opts.PollInterval)
-	defer poll.Stop()
+	var pollC <-chan time.Time
+	var poll *time.Timer
+	if d := sub.svc.opts.PollInterval; d > 0 {
+		poll = time.NewTimer(d)
+		defer poll.Stop()
+		pollC = poll.C
+	}
 	for {
 		select {
 		case <-sub.ctx.Done():
@@ -134,9 +149,11 @@ func (sub *subscription) run(parent context.Context) {
 			sub.fail(fmt.Errorf("%w: subscription context ended: %w", ports.ErrClosed, parent.Err()))
 			return
 		case <-sub.wake:
-		case <-poll.C:
+		case <-pollC:
 		}
-		poll.Reset(sub.svc.opts.PollInterval)
+		if poll != nil {
+			poll.Reset(sub.svc.opts.PollInterval)
+		}
 		if err := sub.drain(parent); err != nil {
 			sub.fail(err)
 			return
