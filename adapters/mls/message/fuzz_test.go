@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
@@ -13,9 +14,8 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 )
 
-// seeds returns the hex values of field in messages.json (first 30 cases),
-// with skip bytes cut from the front; none when the vectors are absent.
-func seeds(field string, skip int) [][]byte {
+// messageCases holds messages.json, read once for all fuzz targets.
+var messageCases = sync.OnceValue(func() []map[string]string {
 	p, ok := vectors.Path("messages.json")
 	if !ok {
 		return nil
@@ -28,8 +28,14 @@ func seeds(field string, skip int) [][]byte {
 	if json.Unmarshal(data, &cases) != nil {
 		return nil
 	}
+	return cases
+})
+
+// seeds returns the hex values of field in messages.json (first 30 cases),
+// with skip bytes cut from the front; none when the vectors are absent.
+func seeds(field string, skip int) [][]byte {
 	var out [][]byte
-	for i, c := range cases {
+	for i, c := range messageCases() {
 		if i >= 30 {
 			break
 		}
