@@ -4,6 +4,21 @@
 // (companion definitions: topics, sequence ids, publish signature; API-201
 // prefix reads; API-244 highest sequence id; API-286 to API-289 sequence
 // ids; the FORK-021 and FORK-030 ordering the commit log relies on).
+//
+// # Writing a harness
+//
+// A harness hands out transports to one running service; cases publish on
+// fresh random topics, so one service may serve every case:
+//
+//	func TestMyTransport(t *testing.T) {
+//		h := startMyServiceHarness(t) // Caps, NewTransport, NewAnonymousTransport, Bounce
+//		transporttest.Run(t, func(*testing.T) transporttest.Harness { return h })
+//	}
+//
+// Declare Caps.Bounce only when Bounce really restarts the service under
+// open transports; the restart case is skipped, with the reason, otherwise.
+// [RunCase] runs a single case, for example against a deliberately broken
+// transport to show that the case catches it.
 package transporttest
 
 import (
