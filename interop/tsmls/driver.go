@@ -114,15 +114,8 @@ func (d *Driver) Call(ctx context.Context, op string, fields map[string]any, res
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = d.cmd.Process.Kill()
-		case <-done:
-		}
-	}()
+	stop := context.AfterFunc(ctx, func() { _ = d.cmd.Process.Kill() })
+	defer stop()
 	if _, err := d.stdin.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrClosed, op, err)
 	}
