@@ -15,13 +15,20 @@ import (
 
 // HandleCommit processes another member's commit for the current epoch
 // and makes the new epoch current: [Group.StageCommit] followed by
-// [Group.MergePending].
+// [Group.MergePending]. When the commit removed this member it returns
+// ErrRemoved after merging: the group is then an inactive public view.
 func (g *Group) HandleCommit(m *framing.MLSMessage) error {
 	p, err := g.StageCommit(m)
 	if err != nil {
 		return err
 	}
-	return g.MergePending(p)
+	if err := g.MergePending(p); err != nil {
+		return err
+	}
+	if p.RemovesSelf {
+		return ErrRemoved
+	}
+	return nil
 }
 
 // StageCommit checks another member's commit for the current epoch
@@ -29,8 +36,9 @@ func (g *Group) HandleCommit(m *framing.MLSMessage) error {
 // or cached by reference), validates and applies them in the order of
 // §12.3 to a copy of the tree, merges and decrypts the UpdatePath, runs the
 // key schedule and checks the confirmation tag. The returned Pending holds
-// the new epoch for [Group.MergePending]. A commit that removes this member
-// returns ErrRemoved.
+// the new epoch for [Group.MergePending]. For a commit that removes this
+// member, Pending.RemovesSelf is set and the new epoch is a public view:
+// the member cannot derive its secrets (§12.4.2).
 func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	ac, err := g.open(m, false)
 	if err != nil {
@@ -75,12 +83,15 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		}
 	}
 	var priv *treekem.PrivateState
+	removed := false
 	if g.priv != nil {
 		own := tree.Leaf(g.priv.Leaf())
-		if own == nil {
-			return nil, ErrRemoved
+		if removed = own == nil; !removed {
+			priv = g.priv.Clone()
 		}
-		priv = g.priv.Clone()
+	}
+	if priv != nil {
+		own := tree.Leaf(g.priv.Leaf())
 		if k, ok := g.leafKeys[string(own.EncryptionKey)]; ok {
 			priv.SetLeafKey(k) // our own Update was committed
 		}
@@ -97,12 +108,12 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	} else if gc.TreeHash, err = tree.TreeHash(); err != nil {
 		return nil, err
 	}
-	if g.priv == nil {
+	if priv == nil { // a public view, or a member this commit removes
 		next, err := g.nextPublic(ac, gc, tree)
 		if err != nil {
 			return nil, err
 		}
-		return &Pending{Message: m, next: next}, nil
+		return &Pending{Message: m, next: next, RemovesSelf: removed}, nil
 	}
 	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, initSecret, true)
 	if err != nil {

@@ -33,6 +33,8 @@ type Pending struct {
 	Message *framing.MLSMessage
 	// Welcome is set when the commit adds members.
 	Welcome *message.Welcome
+	// RemovesSelf reports a staged commit that removes this member.
+	RemovesSelf bool
 
 	next *Group
 }
@@ -185,3 +187,20 @@ func (g *Group) MergePending(p *Pending) error {
 	p.next = nil
 	return nil
 }
+
+// Epoch returns the epoch the pending commit leads to.
+func (p *Pending) Epoch() uint64 { return p.next.gc.Epoch }
+
+// EpochAuthenticator returns the epoch_authenticator of the epoch the
+// commit leads to (empty when it removes this member).
+func (p *Pending) EpochAuthenticator() []byte { return p.next.EpochAuthenticator() }
+
+// GroupContext returns the group context of the epoch the commit leads to.
+func (p *Pending) GroupContext() message.GroupContext { return p.next.gc }
+
+// Tree returns a copy of the ratchet tree of the epoch the commit leads to.
+func (p *Pending) Tree() *ratchettree.Tree { return p.next.tree.Clone() }
+
+// GroupInfo returns the signed GroupInfo of the epoch a commit of this
+// member leads to.
+func (p *Pending) GroupInfo(withTree bool) (*message.GroupInfo, error) { return p.next.GroupInfo(withTree) }

@@ -147,6 +147,10 @@ func (g *Group) Leaf() treemath.LeafIndex {
 	return g.priv.Leaf()
 }
 
+// Active reports whether this member holds the group's secrets: false for
+// a public view and after a commit that removed this member.
+func (g *Group) Active() bool { return g.priv != nil }
+
 // errPublic is returned by operations that need secrets on a public view.
 var errPublic = fmt.Errorf("%w: a public view holds no secrets", ErrUnsupported)
 

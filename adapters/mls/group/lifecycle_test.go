@@ -227,6 +227,10 @@ func TestLifecycle(t *testing.T) {
 			if err := gb.HandleCommit(wire(t, p.Message)); !errors.Is(err, group.ErrRemoved) {
 				t.Fatalf("bob processes his removal: %v", err)
 			}
+			rs(&gb)
+			if gb.Active() || gb.Epoch() != ga.Epoch() {
+				t.Fatalf("bob after his removal: active=%v epoch %d", gb.Active(), gb.Epoch())
+			}
 			if err := gc.MergePending(p); err != nil {
 				t.Fatal(err)
 			}

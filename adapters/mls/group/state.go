@@ -19,28 +19,28 @@ const stateVersion = 1
 
 // Marshal serialises the whole group state (group context, tree, private
 // keys, epoch secrets, transcript, secret tree positions, cached proposals,
-// resumption PSKs and retained past epochs) so that [Load] restores it
-// after a restart. The encoding holds secrets and the signature key: store
+// resumption PSKs and retained past epochs; for a public view only the
+// public part) so that [Load] restores it after a restart. The encoding holds secrets and the signature key: store
 // it as such.
 func (g *Group) Marshal() ([]byte, error) {
-	if g.Public() {
-		return nil, errPublic
-	}
 	w := codec.NewWriter(4096)
 	w.Uint8(stateVersion)
 	w.Uint16(uint16(g.suite.ID()))
 	g.gc.MarshalMLS(w)
 	g.tree.Export().MarshalMLS(w)
-	g.priv.MarshalMLS(w)
-	g.epoch.MarshalMLS(w)
 	w.Opaque(g.interim)
 	w.Opaque(g.confirmationTag)
-	w.Opaque(g.sigPriv)
-	st, err := g.secrets.Encode()
-	if err != nil {
-		return nil, err
+	w.Bool(g.Active())
+	if g.Active() {
+		g.priv.MarshalMLS(w)
+		g.epoch.MarshalMLS(w)
+		w.Opaque(g.sigPriv)
+		st, err := g.secrets.Encode()
+		if err != nil {
+			return nil, err
+		}
+		w.Opaque(st)
 	}
-	w.Opaque(st)
 	w.Vector(func(w *codec.Writer) {
 		for _, p := range g.proposals {
 			w.Opaque(p.ref)
@@ -94,18 +94,23 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{suite: s, psks: psks, epoch: &keyschedule.Epoch{}, resume: map[uint64][]byte{}}
+	g := &Group{suite: s, psks: psks, resume: map[uint64][]byte{}}
 	r.Value(&g.gc)
 	var rt message.RatchetTree
 	r.Value(&rt)
-	if g.priv, err = treekem.DecodePrivateState(s, r); err != nil {
-		return nil, err
-	}
-	r.Value(g.epoch)
 	g.interim = r.Opaque()
 	g.confirmationTag = r.Opaque()
-	g.sigPriv = r.Opaque()
-	st := r.Opaque()
+	var st []byte
+	active := r.Bool()
+	if active {
+		if g.priv, err = treekem.DecodePrivateState(s, r); err != nil {
+			return nil, err
+		}
+		g.epoch = &keyschedule.Epoch{}
+		r.Value(g.epoch)
+		g.sigPriv = r.Opaque()
+		st = r.Opaque()
+	}
 	r.VectorEach(func(r *codec.Reader) {
 		c := cached{ref: r.Opaque(), proposal: new(message.Proposal)}
 		r.Value(c.proposal)
@@ -151,8 +156,10 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 	if g.tree, err = ratchettree.Import(s, rt); err != nil {
 		return nil, fmt.Errorf("load group: %w", err)
 	}
-	if g.secrets, err = secrettree.Decode(s, st); err != nil {
-		return nil, fmt.Errorf("load group: %w", err)
+	if active {
+		if g.secrets, err = secrettree.Decode(s, st); err != nil {
+			return nil, fmt.Errorf("load group: %w", err)
+		}
 	}
 	if g.gcBytes, err = codec.Marshal(&g.gc); err != nil {
 		return nil, err
