@@ -203,4 +203,6 @@ func (p *Pending) Tree() *ratchettree.Tree { return p.next.tree.Clone() }
 
 // GroupInfo returns the signed GroupInfo of the epoch a commit of this
 // member leads to.
-func (p *Pending) GroupInfo(withTree bool) (*message.GroupInfo, error) { return p.next.GroupInfo(withTree) }
+func (p *Pending) GroupInfo(withTree bool) (*message.GroupInfo, error) {
+	return p.next.GroupInfo(withTree)
+}
