@@ -113,13 +113,13 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Pending{Message: m, next: next, RemovesSelf: removed}, nil
+		return &Pending{Message: m, next: next, RemovesSelf: removed, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}, nil
 	}
 	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, initSecret, true)
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{Message: m, next: next}, nil
+	return &Pending{Message: m, next: next, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}, nil
 }
 
 // mergePath verifies the committer's new leaf, merges the path into tree,

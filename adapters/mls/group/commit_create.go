@@ -35,6 +35,9 @@ type Pending struct {
 	Welcome *message.Welcome
 	// RemovesSelf reports a staged commit that removes this member.
 	RemovesSelf bool
+	// Sender and AuthenticatedData are the commit's framing.
+	Sender            framing.Sender
+	AuthenticatedData []byte
 
 	next *Group
 }
@@ -102,7 +105,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pending{Message: msg, next: next}
+	p := &Pending{Message: msg, next: next, Sender: c.Sender, AuthenticatedData: c.AuthenticatedData}
 	if len(ap.added) > 0 {
 		if p.Welcome, err = next.welcome(tree, ap, created, opts.TreeInWelcome); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/adapters/mls/secrettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treemath"
@@ -115,7 +116,11 @@ func (g *Group) HandleProposal(m *framing.MLSMessage) error {
 	if err != nil {
 		return err
 	}
-	if ac.Content.ContentType != framing.ContentProposal {
+	return g.cacheProposal(ac)
+}
+
+func (g *Group) cacheProposal(ac *framing.AuthenticatedContent) error {
+	if ac.Content.ContentType != framing.ContentProposal || ac.Content.Proposal == nil {
 		return invalid("content type %d is not a proposal", ac.Content.ContentType)
 	}
 	ref, err := ac.ProposalRef(g.suite)
@@ -138,6 +143,60 @@ func (g *Group) Unprotect(m *framing.MLSMessage) ([]byte, treemath.LeafIndex, er
 		return nil, 0, invalid("content type %d is not application data", ac.Content.ContentType)
 	}
 	return ac.Content.Application, treemath.LeafIndex(ac.Content.Sender.LeafIndex), nil
+}
+
+// Received is what [Group.Process] learned from one message.
+type Received struct {
+	ContentType       framing.ContentType
+	Sender            framing.Sender
+	AuthenticatedData []byte
+	// Application is the data of an application message.
+	Application []byte
+	// Proposal is a proposal now cached for this epoch.
+	Proposal *message.Proposal
+	// Pending is a staged commit, to merge with [Group.MergePending].
+	Pending *Pending
+}
+
+// Process handles one message by its content type: it opens application
+// data (also of retained past epochs), caches a proposal, or stages a
+// commit without merging it.
+func (g *Group) Process(m *framing.MLSMessage) (*Received, error) {
+	var ct framing.ContentType
+	switch {
+	case m == nil:
+		return nil, invalid("no message")
+	case m.Public != nil:
+		ct = m.Public.Content.ContentType
+	case m.Private != nil:
+		ct = m.Private.ContentType
+	default:
+		return nil, invalid("wire format %d is not a group message", m.WireFormat)
+	}
+	if ct == framing.ContentCommit {
+		p, err := g.StageCommit(m)
+		if err != nil {
+			return nil, err
+		}
+		return &Received{ContentType: ct, Sender: p.Sender, AuthenticatedData: p.AuthenticatedData, Pending: p}, nil
+	}
+	ac, err := g.open(m, ct == framing.ContentApplication)
+	if err != nil {
+		return nil, err
+	}
+	r := &Received{ContentType: ac.Content.ContentType, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}
+	switch ac.Content.ContentType {
+	case framing.ContentApplication:
+		r.Application = ac.Content.Application
+	case framing.ContentProposal:
+		if err := g.cacheProposal(ac); err != nil {
+			return nil, err
+		}
+		r.Proposal = ac.Content.Proposal
+	default:
+		return nil, invalid("content type %d", ac.Content.ContentType)
+	}
+	return r, nil
 }
 
 // openExternalCommit verifies an external commit (§12.4.3.2): it carries no

@@ -271,3 +271,54 @@ func TestNilInputs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestProcessAndPendingRestart: Process dispatches by content type and
+// carries authenticated_data; a pending commit survives Marshal and
+// LoadPending and merges on both sides to the same epoch.
+func TestProcessAndPendingRestart(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	msg, err := ga.ProtectWithAuthenticatedData([]byte("data"), []byte("aad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := gb.Process(wire(t, msg))
+	if err != nil || string(r.Application) != "data" || string(r.AuthenticatedData) != "aad" || r.Sender.LeafIndex != 0 {
+		t.Fatalf("application: %+v %v", r, err)
+	}
+	prop, _ := gb.ProposeUpdate(framing.WirePrivateMessage)
+	if r, err = ga.Process(wire(t, prop)); err != nil || r.Proposal == nil {
+		t.Fatalf("proposal: %v", err)
+	}
+	p, err := ga.Commit(&group.CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, _ := gb.Marshal() // bob restarts with his pending update key
+	if gb, err = group.Load(rb, nil); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := group.LoadPending(raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ga.MergePending(p2); err != nil {
+		t.Fatal(err)
+	}
+	r, err = gb.Process(wire(t, p.Message))
+	if err != nil || r.Pending == nil {
+		t.Fatalf("commit: %v", err)
+	}
+	staged, _ := r.Pending.Marshal()
+	p3, err := group.LoadPending(staged, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gb.MergePending(p3); err != nil {
+		t.Fatal(err)
+	}
+	agree(t, "after restarts", ga, gb)
+}

@@ -35,11 +35,20 @@ func (g *Group) protect(ac *framing.AuthenticatedContent) (*framing.MLSMessage, 
 
 // Protect encrypts application data as a PrivateMessage of the current epoch.
 func (g *Group) Protect(data []byte) (*framing.MLSMessage, error) {
+	return g.ProtectWithAuthenticatedData(data, nil)
+}
+
+// ProtectWithAuthenticatedData is Protect with authenticated_data, which
+// travels in the clear and is covered by the signature and the AEAD (§6).
+func (g *Group) ProtectWithAuthenticatedData(data, aad []byte) (*framing.MLSMessage, error) {
 	if g.Public() {
 		return nil, errPublic
 	}
 	c := g.content(framing.ContentApplication)
 	c.Application = data
+	if aad != nil {
+		c.AuthenticatedData = aad
+	}
 	ac, err := framing.Sign(g.suite, framing.WirePrivateMessage, c, g.sigPriv, g.gcBytes)
 	if err != nil {
 		return nil, err
