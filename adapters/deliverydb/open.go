@@ -54,7 +54,12 @@ func OpenSQLite(ctx context.Context, path string, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return finish(ctx, db, "sqlite", o.MaxOpenConns, &sync.Mutex{})
+	st, err := finish(ctx, db, "sqlite", o.MaxOpenConns, &sync.Mutex{})
+	if err != nil {
+		return nil, err
+	}
+	st.group = newGroupCommitter(st)
+	return st, nil
 }
 
 // OpenPostgres connects to the PostgreSQL database dsn names (a URL or

@@ -64,7 +64,10 @@ type Store struct {
 	// writer at a time anyway, and waiting here costs less than its busy
 	// handler's sleeps.
 	writeMu *sync.Mutex
-	closed  atomic.Bool
+	// group commits SQLite appends; nil on PostgreSQL, where appends to
+	// different topics commit in parallel.
+	group  *groupCommitter
+	closed atomic.Bool
 }
 
 var _ ports.EnvelopeStore = (*Store)(nil)
@@ -91,7 +94,10 @@ func dbErr(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w: %v", op, ports.ErrUnavailable, err)
 }
 
-// Append implements [ports.EnvelopeStore.Append].
+// Append implements [ports.EnvelopeStore.Append]. On SQLite, appends that
+// arrive while another is committing are committed together in the next
+// transaction (group commit), each inside its own savepoint so that one
+// failing append does not fail the others.
 func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -99,6 +105,24 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 	if len(envs) == 0 {
 		return nil, nil
 	}
+	if s.group != nil {
+		return s.group.append(ctx, envs)
+	}
+	var ids []uint64
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		ids, err = s.appendIn(tx, envs)
+		return err
+	})
+	if err != nil {
+		return nil, dbErr(ctx, "append envelopes", err)
+	}
+	return ids, nil
+}
+
+// appendIn raises the counters of the batch's topics and inserts the
+// envelopes inside tx, returning their ids in input order.
+func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	// Count per topic, then lock counters in ascending topic order so two
 	// batches naming the same topics cannot deadlock.
 	counts := make(map[string]int64)
@@ -110,44 +134,35 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
-
-	if s.writeMu != nil {
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
+	next := make(map[string]int64, len(topics))
+	for _, t := range topics {
+		var last int64
+		err := tx.Raw(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
+			ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id + excluded.last_id
+			RETURNING last_id`, blob(t), counts[t]).Row().Scan(&last)
+		if err != nil {
+			return nil, err
+		}
+		next[t] = last - counts[t] + 1
 	}
 	ids := make([]uint64, len(envs))
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		next := make(map[string]int64, len(topics))
-		for _, t := range topics {
-			var last int64
-			err := tx.Raw(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
-				ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id + excluded.last_id
-				RETURNING last_id`, blob(t), counts[t]).Row().Scan(&last)
-			if err != nil {
-				return err
-			}
-			next[t] = last - counts[t] + 1
+	rows := make([]envelopeRow, len(envs))
+	for i, e := range envs {
+		id := next[string(e.Topic)]
+		next[string(e.Topic)]++
+		ids[i] = uint64(id)
+		rows[i] = envelopeRow{
+			Topic: e.Topic, SequenceID: id, ServerTimestampNS: e.ServerTimestampNS,
+			ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
 		}
-		rows := make([]envelopeRow, len(envs))
-		for i, e := range envs {
-			id := next[string(e.Topic)]
-			next[string(e.Topic)]++
-			ids[i] = uint64(id)
-			rows[i] = envelopeRow{
-				Topic: e.Topic, SequenceID: id, ServerTimestampNS: e.ServerTimestampNS,
-				ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
-			}
+	}
+	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
+		return nil, err
+	}
+	if s.notify {
+		if err := s.notifyTopics(func(q string, args ...any) error { return tx.Exec(q, args...).Error }, topics); err != nil {
+			return nil, err
 		}
-		if err := tx.CreateInBatches(rows, 200).Error; err != nil {
-			return err
-		}
-		if s.notify {
-			return s.notifyTopics(func(q string, args ...any) error { return tx.Exec(q, args...).Error }, topics)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, dbErr(ctx, "append envelopes", err)
 	}
 	return ids, nil
 }
@@ -232,6 +247,9 @@ func (s *Store) DeleteExpired(ctx context.Context, nowNS int64) (int64, error) {
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.group != nil {
+		s.group.stop()
 	}
 	return s.sqlDB.Close()
 }

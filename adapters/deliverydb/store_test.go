@@ -216,3 +216,28 @@ func TestWatch_SQLiteRefuses(t *testing.T) {
 		t.Fatal("Watch on SQLite did not fail")
 	}
 }
+
+// One group commit over three appends, the middle one failing (a NULL
+// envelope): the others commit with consecutive ids and the failed one
+// consumes none.
+func TestGroupCommit_FailureIsolated(t *testing.T) {
+	s := dbs()["sqlite"](t)
+	a := topic()
+	mk := func(e ports.NewStoredEnvelope) *appendReq {
+		return &appendReq{ctx: context.Background(), envs: []ports.NewStoredEnvelope{e}, done: make(chan struct{})}
+	}
+	bad := env(a, 2)
+	bad.Envelope = nil
+	batch := []*appendReq{mk(env(a, 1)), mk(bad), mk(env(a, 3))}
+	s.group.commit(batch)
+	if batch[0].err != nil || batch[2].err != nil || batch[1].err == nil {
+		t.Fatalf("errors = %v, %v, %v; want only the middle one", batch[0].err, batch[1].err, batch[2].err)
+	}
+	if batch[0].ids[0] != 1 || batch[2].ids[0] != 2 {
+		t.Fatalf("ids = %v, %v; want 1 and 2", batch[0].ids, batch[2].ids)
+	}
+	got, _ := s.Range(context.Background(), a, 0, 10)
+	if len(got) != 2 || got[1].Envelope[0] != 3 {
+		t.Fatalf("stored %v", got)
+	}
+}

@@ -1,0 +1,135 @@
+package deliverydb
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// maxGroup bounds the appends one group commit takes.
+const maxGroup = 128
+
+// appendReq is one Append waiting for its group commit.
+type appendReq struct {
+	ctx  context.Context
+	envs []ports.NewStoredEnvelope
+	ids  []uint64
+	err  error
+	done chan struct{}
+}
+
+// groupCommitter is SQLite's single writer: it takes every append queued
+// while the previous transaction committed and commits them in one
+// transaction, each in a savepoint, so one fsync serves many appends. The
+// appends of a group are applied in queue order, so ids still follow
+// commit order and a reader never sees id n+1 without n.
+type groupCommitter struct {
+	s     *Store
+	reqs  chan *appendReq
+	quit  chan struct{}
+	ended chan struct{}
+}
+
+func newGroupCommitter(s *Store) *groupCommitter {
+	g := &groupCommitter{s: s, reqs: make(chan *appendReq), quit: make(chan struct{}), ended: make(chan struct{})}
+	go g.run()
+	return g
+}
+
+func (g *groupCommitter) stop() {
+	close(g.quit)
+	<-g.ended
+}
+
+// append queues envs and waits for their commit. When ctx ends first the
+// outcome is unknown (the group may still commit them), which the error
+// says by wrapping ports.ErrUnavailable.
+func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
+	r := &appendReq{ctx: ctx, envs: envs, done: make(chan struct{})}
+	select {
+	case g.reqs <- r:
+	case <-ctx.Done():
+		return nil, dbErr(ctx, "append envelopes", ctx.Err())
+	case <-g.quit:
+		return nil, fmt.Errorf("append envelopes: %w", ports.ErrClosed)
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, dbErr(ctx, "append envelopes", ctx.Err())
+	}
+	if r.err != nil {
+		return nil, dbErr(ctx, "append envelopes", r.err)
+	}
+	return r.ids, nil
+}
+
+func (g *groupCommitter) run() {
+	defer close(g.ended)
+	for {
+		var batch []*appendReq
+		select {
+		case r := <-g.reqs:
+			batch = append(batch, r)
+		case <-g.quit:
+			return
+		}
+	collect:
+		for len(batch) < maxGroup {
+			select {
+			case r := <-g.reqs:
+				batch = append(batch, r)
+			default:
+				break collect
+			}
+		}
+		g.commit(batch)
+	}
+}
+
+// commit runs one transaction over batch and reports to each request.
+func (g *groupCommitter) commit(batch []*appendReq) {
+	g.s.writeMu.Lock()
+	defer g.s.writeMu.Unlock()
+	defer func() {
+		for _, r := range batch {
+			close(r.done)
+		}
+	}()
+	// The transaction is not bound to any one request's ctx: a caller that
+	// gives up must not abort the others' appends.
+	err := g.s.db.Transaction(func(tx *gorm.DB) error {
+		for _, r := range batch {
+			if r.ctx.Err() != nil {
+				r.err = r.ctx.Err()
+				continue
+			}
+			if err := tx.Exec(`SAVEPOINT append_req`).Error; err != nil {
+				return err
+			}
+			ids, err := g.s.appendIn(tx, r.envs)
+			if err != nil {
+				r.err = err
+				if rerr := tx.Exec(`ROLLBACK TO SAVEPOINT append_req`).Error; rerr != nil {
+					return rerr
+				}
+			} else {
+				r.ids = ids
+			}
+			if err := tx.Exec(`RELEASE SAVEPOINT append_req`).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, r := range batch {
+			if r.err == nil {
+				r.ids, r.err = nil, err
+			}
+		}
+	}
+}
