@@ -228,7 +228,7 @@ func (m *Member) Commit(ctx context.Context, add [][]byte, remove []uint32, publ
 
 // Processed is what processing one message did.
 type Processed struct {
-	Kind      string `json:"kind"` // "application" or "commit"
+	Kind      string `json:"kind"` // "application" or "handshake" (a commit applied or a proposal cached)
 	Plaintext Hex    `json:"plaintext"`
 	Active    string `json:"active"` // "active", or "removedFromGroup" after the member's removal
 }
@@ -291,4 +291,38 @@ func (m *Member) State(ctx context.Context) (*State, error) {
 		st.Members[mb.Leaf] = mb.Identity
 	}
 	return st, nil
+}
+
+// GroupInfo returns the member's signed GroupInfo (an MLSMessage) with the
+// external_pub extension in the encoding of RFC 9420 §12.4.3.2 and the
+// ratchet_tree extension, for an external join.
+func (m *Member) GroupInfo(ctx context.Context) ([]byte, error) {
+	var res struct {
+		GroupInfo Hex `json:"groupInfo"`
+	}
+	err := m.d.Call(ctx, "groupInfo", map[string]any{"handle": m.Handle}, &res)
+	return res.GroupInfo, err
+}
+
+// ExternalJoin makes a new ts-mls member with a basic credential for
+// identity join by an external commit from groupInfo (an MLSMessage); it
+// returns the member and the commit (a PublicMessage) for the group.
+func (d *Driver) ExternalJoin(ctx context.Context, groupInfo, identity []byte) (*Member, []byte, error) {
+	var res struct {
+		Handle string `json:"handle"`
+		Commit Hex    `json:"commit"`
+	}
+	err := d.Call(ctx, "externalJoin", map[string]any{"groupInfo": Hex(groupInfo), "identity": Hex(identity)}, &res)
+	return &Member{d: d, Handle: res.Handle}, res.Commit, err
+}
+
+// NativeGroupInfo returns the GroupInfo exactly as ts-mls 1.6.4 makes it,
+// whose external_pub extension holds the bare key rather than the
+// ExternalPub struct of RFC 9420 §12.4.3.2 (see driver.mjs).
+func (m *Member) NativeGroupInfo(ctx context.Context) ([]byte, error) {
+	var res struct {
+		GroupInfo Hex `json:"groupInfo"`
+	}
+	err := m.d.Call(ctx, "groupInfo", map[string]any{"handle": m.Handle, "native": true}, &res)
+	return res.GroupInfo, err
 }

@@ -14,6 +14,20 @@
 //                                             commits, removes, updates)
 //   join        {kpHandle, welcome}        -> {handle}
 //   process     {handle, message}          -> {kind, plaintext?, active}
+//                                             kind: "application" or "handshake"
+//                                             (a commit applied or a proposal cached)
+//   groupInfo   {handle, native}           -> {groupInfo} MLSMessage with
+//                                             external_pub and ratchet_tree
+//   externalJoin {groupInfo, identity}     -> {handle, commit} joins by an
+//                                             external commit (a PublicMessage)
+//
+// external_pub: RFC 9420 §12.4.3.2 defines the extension's data as the
+// struct ExternalPub { HPKEPublicKey external_pub; }, i.e. the key with its
+// opaque<V> length prefix. ts-mls 1.6.4 writes and reads the bare key. The
+// groupInfo op therefore re-signs ts-mls's GroupInfo with the RFC encoding
+// (unless "native" asks for ts-mls's own), and externalJoin hands ts-mls an
+// HPKE whose importPublicKey drops that prefix, so that each side speaks
+// the RFC encoding on the wire.
 //   protect     {handle, plaintext}        -> {message}
 //   export      {handle, label, context, length} -> {secret}
 //   state       {handle}                   -> {epoch, epochAuthenticator, leaf,
@@ -33,12 +47,34 @@ import {
   getCiphersuiteFromName,
   getCiphersuiteImpl,
   joinGroup,
+  joinGroupExternal,
+  createGroupInfoWithExternalPubAndRatchetTree,
   mlsExporter,
   processMessage,
 } from "ts-mls";
+import { createGroupInfo } from "ts-mls/createCommit.js";
 
 const suiteName = "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519";
 const impl = await getCiphersuiteImpl(getCiphersuiteFromName(suiteName));
+
+// externalPubStruct encodes struct ExternalPub { opaque external_pub<V>; }
+// for a key shorter than 64 bytes (a one-byte QUIC varint length).
+function externalPubStruct(key) {
+  if (key.length >= 64) throw new Error("external_pub key too long for a one-byte length");
+  return new Uint8Array([key.length, ...key]);
+}
+
+// rfcExternalPubImpl is impl whose importPublicKey also accepts an
+// ExternalPub struct (one-byte length prefix, then the key), for ts-mls's
+// external join; a bare key of the suite's size passes through.
+const rfcExternalPubImpl = {
+  ...impl,
+  hpke: {
+    ...impl.hpke,
+    importPublicKey: (k) =>
+      impl.hpke.importPublicKey(k.length === 33 && k[0] === 32 ? k.subarray(1) : k),
+  },
+};
 
 const hex = (b) => Buffer.from(b).toString("hex");
 const unhex = (s) => new Uint8Array(Buffer.from(s, "hex"));
@@ -111,7 +147,30 @@ const ops = {
     if (result.kind === "applicationMessage") {
       return { kind: "application", plaintext: hex(result.message), active };
     }
-    return { kind: "commit", active };
+    return { kind: "handshake", active };
+  },
+
+  async groupInfo({ handle, native = false }) {
+    const state = stateOf(handle);
+    let groupInfo = await createGroupInfoWithExternalPubAndRatchetTree(state, [], impl);
+    if (!native) {
+      const extensions = groupInfo.extensions.map((e) =>
+        e.extensionType === "external_pub" ? { ...e, extensionData: externalPubStruct(e.extensionData) } : e,
+      );
+      groupInfo = await createGroupInfo(state.groupContext, state.confirmationTag, state, extensions, impl);
+    }
+    return { groupInfo: hex(encodeMlsMessage({ version: "mls10", wireformat: "mls_group_info", groupInfo })) };
+  },
+
+  async externalJoin({ groupInfo, identity }) {
+    const credential = { credentialType: "basic", identity: unhex(identity) };
+    const kp = await generateKeyPackage(credential, defaultCapabilities(), defaultLifetime, [], impl);
+    const gi = decode(groupInfo).groupInfo;
+    const { publicMessage, newState } = await joinGroupExternal(gi, kp.publicPackage, kp.privatePackage, false, rfcExternalPubImpl);
+    const handle = newHandle();
+    states.set(handle, newState);
+    const msg = { version: "mls10", wireformat: "mls_public_message", publicMessage };
+    return { handle, commit: hex(encodeMlsMessage(msg)) };
   },
 
   async protect({ handle, plaintext }) {

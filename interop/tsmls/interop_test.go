@@ -299,7 +299,7 @@ func (sc *scenario) run(d *tsmls.Driver, s *ciphersuite.Suite, groupID []byte) {
 	commit, welcome := rob.commit(t, &group.CommitOptions{WireFormat: sc.wf, Path: true, TreeInWelcome: true,
 		Proposals: []*message.Proposal{{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *m.KeyPackage}}}})
 	sc.checkPath("regroup adds ts-mls", commit)
-	if p, err := alice.Process(ctx, commit); err != nil || p.Kind != "commit" {
+	if p, err := alice.Process(ctx, commit); err != nil || p.Kind != "handshake" {
 		t.Fatalf("ts-mls processes regroup's add commit: %+v %v", p, err)
 	}
 	tess, err := d.Join(ctx, tkp, welcome)
