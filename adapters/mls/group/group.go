@@ -113,6 +113,8 @@ type Group struct {
 	// past holds the receive keys of retained past epochs, oldest first.
 	past    []view
 	maxPast int
+	// signer is the GroupInfo signer of the Welcome this member joined by.
+	signer uint32
 	// leafKeys holds the private keys of this member's proposed updates,
 	// by public key, until a commit applies one.
 	leafKeys map[string][]byte
@@ -146,6 +148,10 @@ func (g *Group) Leaf() treemath.LeafIndex {
 	}
 	return g.priv.Leaf()
 }
+
+// WelcomeSigner returns the leaf that signed the GroupInfo of the Welcome
+// this member joined by (JOIN-025); 0 for a creator.
+func (g *Group) WelcomeSigner() uint32 { return g.signer }
 
 // Active reports whether this member holds the group's secrets: false for
 // a public view and after a commit that removed this member.

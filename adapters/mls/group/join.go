@@ -79,7 +79,7 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
-	g.confirmationTag = gi.ConfirmationTag
+	g.confirmationTag, g.signer = gi.ConfirmationTag, gi.Signer
 	if err := g.install(gi.GroupContext, tree, priv, epoch, interim); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,178 @@
+package mls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
+	"github.com/regroup-mls/regroup/adapters/mls/framing"
+	"github.com/regroup-mls/regroup/adapters/mls/group"
+	"github.com/regroup-mls/regroup/adapters/mls/keypackage"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/contentspb"
+)
+
+// Options configure an [Engine].
+type Options struct {
+	// SignaturePrivateKey is the installation's Ed25519 key (32-byte seed),
+	// used to sign in every group.
+	SignaturePrivateKey []byte
+	// PastEpochs is how many past epochs keep their keys for late
+	// application messages (0 keeps none).
+	PastEpochs int
+}
+
+// Engine implements ports.MLS for one installation in suite 0x0003.
+type Engine struct {
+	suite *ciphersuite.Suite
+	opts  Options
+}
+
+var _ ports.MLS = (*Engine)(nil)
+
+// New returns an engine for the installation whose signature key opts names.
+func New(opts Options) (*Engine, error) {
+	s, err := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.SignaturePublicKey(opts.SignaturePrivateKey); err != nil {
+		return nil, fmt.Errorf("mls engine: %w", err)
+	}
+	return &Engine{suite: s, opts: opts}, nil
+}
+
+func toExtensions(in []ports.Extension) message.Extensions {
+	out := message.Extensions{}
+	for _, e := range in {
+		out = append(out, message.Extension{Type: message.ExtensionType(e.Type), Data: e.Data})
+	}
+	return out
+}
+
+func fromExtensions(in message.Extensions) []ports.Extension {
+	out := make([]ports.Extension, 0, len(in))
+	for _, e := range in {
+		out = append(out, ports.Extension{Type: uint16(e.Type), Data: e.Data})
+	}
+	return out
+}
+
+// CreateKeyPackage creates a key package with a basic credential whose
+// identity is opts.Credential (JOIN-004).
+func (e *Engine) CreateKeyPackage(ctx context.Context, opts ports.KeyPackageOptions) (ports.KeyPackageBundle, error) {
+	o := &keypackage.Options{
+		Credential:    message.Credential{Type: message.CredentialBasic, Identity: opts.Credential},
+		SignaturePriv: opts.SignaturePrivateKey,
+		Lifetime:      message.Lifetime{NotBefore: unix(opts.NotBefore), NotAfter: unix(opts.NotAfter)},
+		Extensions:    toExtensions(opts.Extensions),
+	}
+	for _, t := range opts.CapabilityExtensions {
+		o.CapabilityExtensions = append(o.CapabilityExtensions, message.ExtensionType(t))
+	}
+	for _, t := range opts.CapabilityProposals {
+		o.CapabilityProposals = append(o.CapabilityProposals, message.ProposalType(t))
+	}
+	b, err := keypackage.New(e.suite, o)
+	if err != nil {
+		return ports.KeyPackageBundle{}, fmt.Errorf("create key package: %w", err)
+	}
+	return ports.KeyPackageBundle{KeyPackage: b.Encoded, Ref: b.Ref, InitPrivateKey: b.InitPriv, EncryptionPrivateKey: b.EncryptionPriv}, nil
+}
+
+func unix(t time.Time) uint64 {
+	if t.IsZero() || t.Unix() < 0 {
+		return 0
+	}
+	return uint64(t.Unix())
+}
+
+// decodeKeyPackage accepts a bare KeyPackage or one in an MLSMessage.
+func decodeKeyPackage(b []byte) (*message.KeyPackage, error) {
+	var kp message.KeyPackage
+	if err := codec.Unmarshal(b, &kp); err == nil {
+		return &kp, nil
+	}
+	m, err := framing.Decode(b)
+	if err != nil || m.KeyPackage == nil {
+		return nil, fmt.Errorf("%w: not a key package", ports.ErrInvalid)
+	}
+	return m.KeyPackage, nil
+}
+
+// ValidateKeyPackage checks kp under RFC 9420 §10.1 (JOIN-007) and, when
+// opts.Now is set, its lifetime (JOIN-008).
+func (e *Engine) ValidateKeyPackage(ctx context.Context, kp []byte, opts ports.ValidateOptions) (ports.ValidatedKeyPackage, error) {
+	k, err := decodeKeyPackage(kp)
+	if err != nil {
+		return ports.ValidatedKeyPackage{}, err
+	}
+	if err := keypackage.Validate(e.suite, k, &keypackage.ValidateOptions{Now: opts.Now}); err != nil {
+		return ports.ValidatedKeyPackage{}, fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+	}
+	if k.LeafNode.Credential.Type != message.CredentialBasic {
+		return ports.ValidatedKeyPackage{}, fmt.Errorf("%w: credential type %d (JOIN-004)", ports.ErrInvalid, k.LeafNode.Credential.Type)
+	}
+	ref, err := k.Ref(e.suite)
+	if err != nil {
+		return ports.ValidatedKeyPackage{}, err
+	}
+	lt := k.LeafNode.Lifetime
+	return ports.ValidatedKeyPackage{
+		Ref: ref, CipherSuite: uint16(k.CipherSuite), SignatureKey: k.LeafNode.SignatureKey, InitKey: k.InitKey,
+		Credential: k.LeafNode.Credential.Identity, NotBefore: unixTime(lt.NotBefore), NotAfter: unixTime(lt.NotAfter),
+		Extensions: fromExtensions(k.Extensions),
+	}, nil
+}
+
+func unixTime(s uint64) time.Time {
+	if s > 1<<62 {
+		s = 1 << 62
+	}
+	return time.Unix(int64(s), 0).UTC()
+}
+
+// inboxID reads the inbox of a basic credential holding an MlsCredential.
+func inboxID(c *message.Credential) string {
+	var mc contentspb.MlsCredential
+	if c.Type != message.CredentialBasic || proto.Unmarshal(c.Identity, &mc) != nil {
+		return ""
+	}
+	return mc.GetInboxId()
+}
+
+// view describes a group for the port.
+func view(g *group.Group) ports.GroupView {
+	gc := g.GroupContext()
+	tree := g.Tree()
+	v := ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, EpochAuthenticator: g.EpochAuthenticator(),
+		TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions), OwnLeaf: uint32(g.Leaf()), Active: g.Active()}
+	for _, l := range tree.Members() {
+		leaf := tree.Leaf(l)
+		v.Members = append(v.Members, ports.Member{LeafIndex: uint32(l), SignatureKey: leaf.SignatureKey, InboxID: inboxID(&leaf.Credential)})
+	}
+	return v
+}
+
+// processError maps a group error to the port's classes.
+func processError(err error) error {
+	var ee *group.EpochError
+	switch {
+	case errors.As(err, &ee):
+		rel := ports.EpochOlder
+		if ee.MessageEpoch > ee.GroupEpoch {
+			rel = ports.EpochFuture
+		}
+		return fmt.Errorf("%w", &ports.WrongEpochError{Relation: rel, MessageEpoch: ee.MessageEpoch, GroupEpoch: ee.GroupEpoch})
+	case errors.Is(err, group.ErrUndecryptable):
+		return fmt.Errorf("%w: %v", ports.ErrUndecryptable, err)
+	default:
+		return fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+	}
+}
