@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -171,6 +172,9 @@ type runner struct {
 	clients []mlsinteroppb.MLSClientClient
 	suite   uint32
 	encrypt bool
+	// senders bounds how many members send a message in each group
+	// verification (0: all), for the large scripts.
+	senders int
 
 	assigned map[string]mlsinteroppb.MLSClientClient
 	states   map[string]uint32 // actor -> state id
@@ -346,7 +350,7 @@ func (r *runner) commit(committer string, req *mlsinteroppb.CommitRequest, propo
 	for _, m := range slices.Concat(members, joiners) {
 		ms = append(ms, member{r.client(m), r.states[m]})
 	}
-	verifyGroup(r.t, r.ctx, "after commit", ms)
+	r.verify("after commit", ms)
 	return nil
 }
 
@@ -378,6 +382,47 @@ func (r *runner) externalJoin(s *step) error {
 		ms = append(ms, member{r.client(m), r.states[m]})
 	}
 	r.states[s.Joiner] = res.StateId
-	verifyGroup(r.t, r.ctx, "after external join", ms)
+	r.verify("after external join", ms)
 	return nil
+}
+
+func (r *runner) verify(step string, ms []member) {
+	r.t.Helper()
+	n := len(ms)
+	if r.senders > 0 {
+		n = min(n, r.senders)
+	}
+	verifyGroupFrom(r.t, r.ctx, step, ms, n)
+}
+
+// TestHarnessDeepRandom plays deep_random.json, the harness's large
+// lifecycle (1,670 steps: adds, Update proposals, external joins and
+// resyncs, removals), on suite 3 with PrivateMessage handshakes; each
+// group verification checks every member's StateAuth and Export and a
+// message from the committer to every member. It takes about a minute, so
+// it runs only when MLS_INTEROP_DEEP=1 (make interop sets it).
+func TestHarnessDeepRandom(t *testing.T) {
+	if os.Getenv("MLS_INTEROP_DEEP") != "1" {
+		t.Skip("set MLS_INTEROP_DEEP=1 to play deep_random.json (about a minute)")
+	}
+	dir := configsDir(t)
+	b, err := os.ReadFile(filepath.Join(dir, "deep_random.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Scripts map[string][]step `json:"scripts"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	clients := []mlsinteroppb.MLSClientClient{startClient(t), startClient(t)}
+	for name, steps := range cfg.Scripts {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		r := &runner{t: t, ctx: ctx, clients: clients, suite: suite3, encrypt: true, senders: 1}
+		if err := r.play(steps); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
 }

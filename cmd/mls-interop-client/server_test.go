@@ -136,6 +136,13 @@ type member struct {
 // Export, and a message from every member that every other decrypts.
 func verifyGroup(t *testing.T, ctx context.Context, step string, ms []member) {
 	t.Helper()
+	verifyGroupFrom(t, ctx, step, ms, len(ms))
+}
+
+// verifyGroupFrom is verifyGroup with messages from the first senders
+// members only.
+func verifyGroupFrom(t *testing.T, ctx context.Context, step string, ms []member, senders int) {
+	t.Helper()
 	var auth, exp []byte
 	for i, m := range ms {
 		sa, err := m.c.StateAuth(ctx, &mlsinteroppb.StateAuthRequest{StateId: m.id})
@@ -152,7 +159,7 @@ func verifyGroup(t *testing.T, ctx context.Context, step string, ms []member) {
 			t.Fatalf("%s: member %d disagrees on StateAuth or Export", step, i)
 		}
 	}
-	for i, from := range ms {
+	for i, from := range ms[:senders] {
 		text := []byte(step + " message")
 		ct, err := from.c.Protect(ctx, &mlsinteroppb.ProtectRequest{StateId: from.id, Plaintext: text})
 		if err != nil {
