@@ -15,8 +15,10 @@ import (
 
 // CommitOptions says what a commit carries.
 type CommitOptions struct {
-	// Proposals are sent inline, after every cached proposal of the epoch,
-	// which is included by reference.
+	// Proposals are sent inline, after the cached proposals of the epoch,
+	// which are included by reference, except those §12.2 would make
+	// invalid: this member's own Updates (its path replaces them), Updates
+	// of leaves being removed, and repeated Removes.
 	Proposals []*message.Proposal
 	// Path forces an UpdatePath even where none is required.
 	Path bool
@@ -53,10 +55,11 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 		opts = &CommitOptions{}
 	}
 	me := g.priv.Leaf()
-	props := append([]cached(nil), g.proposals...)
 	self := framing.Sender{Type: framing.SenderMember, LeafIndex: uint32(me)}
 	commit := &message.Commit{Proposals: []message.ProposalOrRef{}}
-	for _, p := range g.proposals {
+	var props []cached
+	for _, p := range g.byReference(opts.Proposals) {
+		props = append(props, p)
 		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalReference, Reference: p.ref})
 	}
 	for _, p := range opts.Proposals {
@@ -208,4 +211,33 @@ func (p *Pending) Tree() *ratchettree.Tree { return p.next.tree.Clone() }
 // member leads to.
 func (p *Pending) GroupInfo(withTree bool) (*message.GroupInfo, error) {
 	return p.next.GroupInfo(withTree)
+}
+
+// byReference picks the cached proposals a commit can include by reference
+// alongside the inline ones (§12.2).
+func (g *Group) byReference(inline []*message.Proposal) []cached {
+	removed := map[uint32]bool{}
+	for _, p := range inline {
+		if p.Type == message.ProposalRemove && p.Remove != nil {
+			removed[p.Remove.Removed] = true
+		}
+	}
+	var out []cached
+	for _, p := range g.proposals {
+		if p.proposal.Type == message.ProposalRemove {
+			if removed[p.proposal.Remove.Removed] {
+				continue
+			}
+			removed[p.proposal.Remove.Removed] = true
+		}
+		out = append(out, p)
+	}
+	kept := out[:0]
+	for _, p := range out {
+		if p.proposal.Type == message.ProposalUpdate && (p.sender.LeafIndex == uint32(g.priv.Leaf()) || removed[p.sender.LeafIndex]) {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
 }

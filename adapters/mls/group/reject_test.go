@@ -322,3 +322,27 @@ func TestProcessAndPendingRestart(t *testing.T) {
 	}
 	agree(t, "after restarts", ga, gb)
 }
+
+// TestCommitFiltersCachedProposals (§12.2): a committer leaves out its own
+// cached Update and the Update of a member it removes in the same commit.
+func TestCommitFiltersCachedProposals(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	own, _ := ga.ProposeUpdate(framing.WirePublicMessage)
+	if err := gb.HandleProposal(wire(t, own)); err != nil {
+		t.Fatal(err)
+	}
+	theirs, _ := gb.ProposeUpdate(framing.WirePublicMessage)
+	if err := ga.HandleProposal(wire(t, theirs)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ga.Commit(&group.CommitOptions{Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: uint32(gb.Leaf())}}}})
+	if err != nil {
+		t.Fatalf("commit with filtered proposals: %v", err)
+	}
+	if n := len(p.Message.Public.Content.Commit.Proposals); n != 1 {
+		t.Fatalf("commit carries %d proposals, want only the removal", n)
+	}
+	if err := gb.HandleCommit(wire(t, p.Message)); !errors.Is(err, group.ErrRemoved) {
+		t.Fatalf("bob processes his removal: %v", err)
+	}
+}
