@@ -66,6 +66,9 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
+	if err := supports(tree.Leaf(me), gi.GroupContext.Extensions); err != nil {
+		return nil, err // the joiner must support the group's extensions (§12.4.3)
+	}
 	priv := treekem.NewPrivateState(s, me, opts.EncryptionPriv)
 	if gs.PathSecret != nil {
 		if err := priv.Implant(tree, treemath.LeafIndex(gi.Signer), gs.PathSecret.Secret); err != nil {
