@@ -3,6 +3,7 @@ package commitlog_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -254,5 +256,23 @@ func TestFORK086_DMBoundaryIsSuffixStart(t *testing.T) {
 	a.publish()
 	if got := commitLogSeqs(w); !eq(got, []uint64{2, 3}) {
 		t.Fatalf("DM legacy publication %v, want 2, 3", got)
+	}
+}
+
+// FORK-074: the delivery service's admission check (API-230, API-300)
+// accepts a sealed entry and refuses it under another topic.
+func TestFORK074_DeliveryAdmitsTheSeal(t *testing.T) {
+	k, _ := commitlog.DeriveKeys(bytes.Repeat([]byte{3}, 32))
+	other, _ := commitlog.DeriveKeys(bytes.Repeat([]byte{4}, 32))
+	_, author, _ := ed25519.GenerateKey(nil)
+	s, err := commitlog.Seal(k, entryFor(&world{g: &groupModel{keys: k}}, 3, nil, []byte{1}, 2), author)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !delivery.VerifyPublishSignature(k.Topic, s) || !commitlog.VerifyPublishSignature(s) {
+		t.Fatal("publish signature refused")
+	}
+	if delivery.VerifyPublishSignature(other.Topic, s) {
+		t.Fatal("publish signature accepted on another topic")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -19,8 +20,10 @@ import (
 // Signature contexts (companion definitions: publish signature, author
 // signature).
 const (
-	PublishContext = "regroup commit-log publish v1"
-	AuthorContext  = "XMTP commit-log author v1"
+	// PublishContext is the Ed25519ctx context of the publish signature.
+	PublishContext = ports.PublishContext
+	// AuthorContext is the Ed25519ph context of the author signature.
+	AuthorContext = "XMTP commit-log author v1"
 )
 
 var (
