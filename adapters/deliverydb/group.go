@@ -22,10 +22,10 @@ type appendReq struct {
 }
 
 // groupCommitter is SQLite's single writer: it takes every append queued
-// while the previous transaction committed and commits them in one
+// while its previous transaction committed and commits them in one
 // transaction, each in a savepoint, so one fsync serves many appends. The
-// appends of a group are applied in queue order, so ids still follow
-// commit order and a reader never sees id n+1 without n.
+// appends of a group are applied in queue order, so ids follow commit
+// order and a reader never sees id n+1 without n.
 type groupCommitter struct {
 	s     *Store
 	reqs  chan *appendReq

@@ -94,10 +94,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	st, err := finish(ctx, db, "postgres", o.MaxOpenConns, nil)
-	if st != nil {
-		st.schema, st.dsn, st.notify = o.Schema, dsn, o.Notify
+	if err != nil {
+		return nil, err
 	}
-	return st, err
+	st.schema, st.dsn, st.notify = o.Schema, dsn, o.Notify
+	return st, nil
 }
 
 func gormConfig() *gorm.Config {

@@ -10,7 +10,8 @@
 // the row until commit, so a second publisher to the topic waits, gets the
 // next ids, and commits after the first. Envelope n is therefore visible
 // before n+1, and a rolled-back batch releases its ids unused. On SQLite
-// writers are serialized as a whole.
+// one writer commits every append queued meanwhile in one transaction
+// (group commit), so one fsync serves many publishers.
 //
 // # Errors
 //
@@ -64,8 +65,9 @@ type Store struct {
 	// writer at a time anyway, and waiting here costs less than its busy
 	// handler's sleeps.
 	writeMu *sync.Mutex
-	// group commits SQLite appends; nil on PostgreSQL, where appends to
-	// different topics commit in parallel.
+	// group runs SQLite's writer, which commits appends in groups; nil on
+	// PostgreSQL, where appends to different topics commit in parallel
+	// and those to one topic queue on its counter row.
 	group  *groupCommitter
 	closed atomic.Bool
 }
@@ -95,9 +97,9 @@ func dbErr(ctx context.Context, op string, err error) error {
 }
 
 // Append implements [ports.EnvelopeStore.Append]. On SQLite, appends that
-// arrive while another is committing are committed together in the next
-// transaction (group commit), each inside its own savepoint so that one
-// failing append does not fail the others.
+// arrive while the writer is committing are committed together in its
+// next transaction (group commit), each inside its own savepoint so that
+// one failing append does not fail the others.
 func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
