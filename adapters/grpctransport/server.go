@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -164,9 +165,16 @@ func (s *Server) admit(ctx context.Context) error {
 
 func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if err := s.admit(ctx); err != nil {
+		s.opts.Logger.Debug("call refused", "method", info.FullMethod, "err", err)
 		return nil, err
 	}
-	return h(ctx, req)
+	start := time.Now()
+	resp, err := h(ctx, req)
+	if err != nil {
+		s.opts.Logger.Debug("call failed", "method", info.FullMethod, "code", status.Code(err).String(),
+			"err", err, "duration", time.Since(start))
+	}
+	return resp, err
 }
 
 func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
