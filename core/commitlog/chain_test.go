@@ -21,6 +21,7 @@ func publishRaw(t *testing.T, w *world, envs ...*backendpb.ClientEnvelope) {
 // publisher removed since is not admitted, and after the last author lost
 // the role the next publisher's entry starts a new chain.
 func TestFORK083_HostileChain(t *testing.T) {
+	t.Parallel()
 	w, a, b, c, _ := hostileGroup(t)
 	all := []*client{a, b, c}
 	step := func(change func(*groupModel)) uint64 {
@@ -83,6 +84,7 @@ func TestFORK083_HostileChain(t *testing.T) {
 // starts a new chain at its new boundary, also after a reader restart; one
 // readded in the same commit gets a boundary there too.
 func TestFORK089_ReturningPublisherBoundarySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	w, a, b, c, _ := hostileGroup(t)
 	all := []*client{a, b, c}
 	step := func(change func(*groupModel), extra ...func(*commitlog.Merge)) uint64 {
@@ -129,6 +131,7 @@ func TestFORK089_ReturningPublisherBoundarySurvivesRestart(t *testing.T) {
 // FORK-041: a forked conversation stays forked when later entries agree,
 // and only a replacing Welcome resets it to unknown; the event fires once.
 func TestFORK041_OnlyAReplacingWelcomeResetsForked(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	s1 := w.commit(nil)
@@ -164,6 +167,7 @@ func TestFORK041_OnlyAReplacingWelcomeResetsForked(t *testing.T) {
 // the accepted remote entries of a conversation, and an event reports the
 // transition to forked once.
 func TestFORK072_ReadAPIAndForkEvent(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	s1 := w.commit(nil)

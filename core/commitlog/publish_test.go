@@ -55,6 +55,7 @@ func commitLogSeqs(w *world) []uint64 { return entrySeqs(w.topicEntries()) }
 // failed or was not confirmed is published again (identical bytes) before
 // anything later; progress survives a restart.
 func TestFORK021_PublishesInOrderAndRetriesFirstUnconfirmed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationGroup)
 	w.g.admins = []string{"inbox-a"}
 	var fl *flaky
@@ -113,6 +114,7 @@ func TestFORK021_PublishesInOrderAndRetriesFirstUnconfirmed(t *testing.T) {
 // since it last became one (the promoting commit's entry included), never
 // removal entries, and only while consent is allowed.
 func TestFORK085_PublishesFromTheCurrentRole(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	both := func(change func(*groupModel)) uint64 {
@@ -170,6 +172,7 @@ func TestFORK085_PublishesFromTheCurrentRole(t *testing.T) {
 // exactly the connected suffix from the recovery boundary, and the
 // recovered eligibility and progress survive a restart.
 func TestFORK086_RecoversLegacyEligibility(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationGroup)
 	w.g.admins = []string{"inbox-a"}
 	var fl *flaky
@@ -231,6 +234,7 @@ func TestFORK086_RecoversLegacyEligibility(t *testing.T) {
 // FORK-086 for a DM: the boundary is the start of the connected suffix,
 // whatever the change classes say.
 func TestFORK086_DMBoundaryIsSuffixStart(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationDM)
 	w.g.dm = [2]string{"inbox-a", "inbox-b"}
 	a := w.newClient("a", "inbox-a")
@@ -262,6 +266,7 @@ func TestFORK086_DMBoundaryIsSuffixStart(t *testing.T) {
 // FORK-074: the delivery service's admission check (API-230, API-300)
 // accepts a sealed entry and refuses it under another topic.
 func TestFORK074_DeliveryAdmitsTheSeal(t *testing.T) {
+	t.Parallel()
 	k, _ := commitlog.DeriveKeys(bytes.Repeat([]byte{3}, 32))
 	other, _ := commitlog.DeriveKeys(bytes.Repeat([]byte{4}, 32))
 	_, author, _ := ed25519.GenerateKey(nil)

@@ -56,6 +56,7 @@ func sealAs(t *testing.T, k commitlog.Keys, e *contentspb.PlaintextCommitLogEntr
 // read position that survives restart; envelopes served again or out of
 // order are not evaluated twice.
 func TestFORK030_EvaluatesEachEnvelopeOnceInOrder(t *testing.T) {
+	t.Parallel()
 	w, a, b, _, op := hostileGroup(t)
 	for i := 0; i < 3; i++ {
 		s := w.commit(nil)
@@ -109,6 +110,7 @@ func TestFORK030_EvaluatesEachEnvelopeOnceInOrder(t *testing.T) {
 // own sequence id are discarded one by one and counted per reason; the
 // honest entries around them are accepted.
 func TestFORK077_HostileLogDiscardsOnlyBadEnvelopes(t *testing.T) {
+	t.Parallel()
 	w, a, b, _, op := hostileGroup(t)
 	other, _ := commitlog.DeriveKeys(make([]byte, 32))
 	s1 := w.commit(nil)
@@ -152,6 +154,7 @@ func cloneEntry(e *contentspb.PlaintextCommitLogEntry) *contentspb.PlaintextComm
 // against its own tree; an entry from a non-publisher member is discarded;
 // an inactive reader does not hold.
 func TestFORK087_HoldsUntilProcessedAndJudgesTheAuthor(t *testing.T) {
+	t.Parallel()
 	w, a, b, c, _ := hostileGroup(t)
 	s1, s2 := w.commit(nil), uint64(0)
 	a.merge(s1)
@@ -205,6 +208,7 @@ func TestFORK087_HoldsUntilProcessedAndJudgesTheAuthor(t *testing.T) {
 // FORK-087: an entry from a newly promoted publisher waits for the
 // promoting commit instead of being discarded.
 func TestFORK087_PromotedPublisherEntryWaits(t *testing.T) {
+	t.Parallel()
 	w, a, b, c, _ := hostileGroup(t)
 	s1 := w.commit(func(g *groupModel) { g.admins = []string{"inbox-a", "inbox-c"} })
 	a.merge(s1)
@@ -224,6 +228,7 @@ func TestFORK087_PromotedPublisherEntryWaits(t *testing.T) {
 // survives restart; entries below it are discarded; prior accepted entries
 // and the sticky fork state are kept; a Welcome resets the floor to zero.
 func TestFORK088_LegacyReaderFloor(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationGroup)
 	w.g.admins = []string{"inbox-a"}
 	a, b := w.newClient("a", "inbox-a"), w.newClient("b", "inbox-b")

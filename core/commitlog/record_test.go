@@ -15,6 +15,7 @@ import (
 // removes this installation leaves a removal entry keeping the pre-commit
 // epoch.
 func TestFORK001_RecordsEveryAppliedCommit(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	b := cs[1]
 	before := b.view
@@ -45,6 +46,7 @@ func TestFORK001_RecordsEveryAppliedCommit(t *testing.T) {
 // the group's current epoch and authenticator; a held failure and a
 // failure that is not a commit outcome record nothing.
 func TestFORK002_RecordsOnlyTerminalFailures(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	b := cs[1]
 	cases := []struct {
@@ -89,6 +91,7 @@ func TestFORK002_RecordsOnlyTerminalFailures(t *testing.T) {
 // FORK-004: with commit_log_enabled false nothing is recorded, published
 // or read, and every fork state reads unknown.
 func TestFORK004_DisabledRecordsNothingAndReportsUnknown(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationGroup)
 	w.g.admins = []string{"inbox-a"}
 	a := w.newClient("a", "inbox-a", func(o *commitlog.Options) { o.Enabled = false })
@@ -113,6 +116,7 @@ func TestFORK004_DisabledRecordsNothingAndReportsUnknown(t *testing.T) {
 // FORK-073: an older-epoch WrongEpoch rejection does not set maybe_forked
 // but keeps its entry; a future or equal one sets it; nothing clears it.
 func TestFORK073_StaleWrongEpochDoesNotSetMaybeForked(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	b := cs[1]
 	maybe := func() bool {

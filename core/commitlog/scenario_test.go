@@ -27,6 +27,7 @@ func groupOf(t *testing.T, admins []string, names ...string) (*world, []*client)
 
 // A whole log with no fork: every member reads not forked.
 func TestScenarioNoFork(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b", "c")
 	a, b, c := cs[0], cs[1], cs[2]
 	for i := 0; i < 4; i++ {
@@ -57,6 +58,7 @@ func TestScenarioNoFork(t *testing.T) {
 // rejection: the rejection continues the chain, the divergent commit after
 // it is where the fork shows, and the event names that commit.
 func TestScenarioForkedAtSecondEntryAfterRejection(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	s1 := w.commit(nil)
@@ -85,6 +87,7 @@ func TestScenarioForkedAtSecondEntryAfterRejection(t *testing.T) {
 // removal entry keeps the pre-commit epoch and is never compared, and its
 // earlier membership does not count.
 func TestScenarioRemovalThenReaddNotForked(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	s1 := w.commit(nil)
@@ -119,6 +122,7 @@ func TestScenarioRemovalThenReaddNotForked(t *testing.T) {
 // The fork state stays unknown while the newest local entry has no remote
 // counterpart, and becomes not forked once it has.
 func TestScenarioUnknownWhileNewestLocalUnpublished(t *testing.T) {
+	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
 	s1, s2 := w.commit(nil), uint64(0)
@@ -138,6 +142,7 @@ func TestScenarioUnknownWhileNewestLocalUnpublished(t *testing.T) {
 // A DM where both members publish: each reader keeps the first entry per
 // commit and discards the other member's duplicate under the chain rule.
 func TestScenarioDMBothMembersPublish(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, ports.ConversationDM)
 	w.g.dm = [2]string{"inbox-a", "inbox-b"}
 	a, b := w.newClient("a", "inbox-a"), w.newClient("b", "inbox-b")
