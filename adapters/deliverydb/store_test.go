@@ -59,9 +59,9 @@ func topic() []byte {
 	return b
 }
 
-// COMP sequence ids (API-286…289): ids start at 1, follow input order in a
+// COMP-041 (API-286…289): ids start at 1, follow input order in a
 // batch, are per topic, and survive a retention sweep unreused.
-func TestCOMPSequenceIDs_Store(t *testing.T) {
+func TestCOMP041_SequenceIDs_Store(t *testing.T) {
 	for name, open := range dbs() {
 		t.Run(name, func(t *testing.T) {
 			s, ctx := open(t), context.Background()

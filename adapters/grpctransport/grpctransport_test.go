@@ -123,10 +123,10 @@ func TestRateLimitPerConnection(t *testing.T) {
 	}
 }
 
-// COMP identity: a connection proves its installation key by signing the
+// COMP-081: a connection proves its installation key by signing the
 // server's challenge; a challenge is good once, and a signature over
 // another challenge or without the context fails.
-func TestChallengeAuthentication(t *testing.T) {
+func TestCOMP081_ChallengeAuthentication(t *testing.T) {
 	addr := serve(t, &fakeService{}, nil)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -18,7 +18,7 @@ const envBreak = "REGROUP_TRANSPORTTEST_BREAK"
 
 // mutants maps a broken rule to the suite case that must catch it.
 var mutants = map[string]string{
-	"ids-from-zero":        "COMP_SequenceIDs_StartAtOneAndIncrease",
+	"ids-from-zero":        "COMP041_SequenceIDs_StartAtOneAndIncrease",
 	"query-reversed":       "API201_QueryReturnsPrefixInOrder",
 	"query-drops-one":      "Query_Paging",
 	"newest-is-oldest":     "QueryNewest",
@@ -26,7 +26,7 @@ var mutants = map[string]string{
 	"subscribe-skips":      "Subscribe_ResumeNoGapAcrossReconnect",
 	"subscribe-duplicates": "Subscribe_BacklogThenNew",
 	"ignores-deadline":     "CtxDeadlineHonoured",
-	"anonymous-is-trusted": "Auth_CapabilityTopicsNeedNoIdentity",
+	"anonymous-is-trusted": "COMP081_CapabilityTopicsNeedNoIdentity",
 }
 
 // The transport suite fails against a transport with one rule broken:

@@ -25,10 +25,10 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// COMP-publish-signature: the TBS is CommitLogEntryTBS{topic=1, nonce=2,
+// COMP-050: the TBS is CommitLogEntryTBS{topic=1, nonce=2,
 // ciphertext=3}, each non-default field once in ascending order — checked
 // byte for byte against a hand-built encoding.
-func TestCOMPPublishSignature_TBSEncoding(t *testing.T) {
+func TestCOMP050_PublishSignature_TBSEncoding(t *testing.T) {
 	topic := append([]byte{4}, make([]byte, 32)...)
 	nonce, ct := []byte{1, 2, 3}, []byte{9}
 	got, err := PublishTBS(topic, nonce, ct)
@@ -47,9 +47,9 @@ func TestCOMPPublishSignature_TBSEncoding(t *testing.T) {
 	}
 }
 
-// COMP-publish-signature (API-230): the entry is admitted only when its
+// COMP-050 (API-230): the entry is admitted only when its
 // Ed25519ctx signature verifies under the commit_log_id its topic names.
-func TestCOMPPublishSignature_Admission(t *testing.T) {
+func TestCOMP050_PublishSignature_Admission(t *testing.T) {
 	svc := New(newMemStore(), withClock(nil))
 	_, priv, _ := ed25519.GenerateKey(nil)
 	good := transporttest.SealedEntry(priv, []byte("123456789012"), []byte("ct"))
@@ -69,8 +69,8 @@ func TestCOMPPublishSignature_Admission(t *testing.T) {
 	}
 }
 
-// TOPIC-001/TOPIC-002 (companion topics): identifier lengths per kind.
-func TestCOMPTopics_IdentifierLength(t *testing.T) {
+// COMP-040 (TOPIC-001/TOPIC-002): identifier lengths per kind.
+func TestCOMP040_Topics_IdentifierLength(t *testing.T) {
 	for _, c := range []struct {
 		kind ports.TopicKind
 		n    int
@@ -134,9 +134,9 @@ func TestJOIN090_KeyPackageAdmission(t *testing.T) {
 	}
 }
 
-// Identity updates are admitted only on the topic of their inbox id, the
-// SHA-256 of their recovery key (companion Identity).
-func TestCOMPIdentity_UpdateTopic(t *testing.T) {
+// COMP-070: identity updates are admitted only on the topic of their inbox
+// id, the SHA-256 of their recovery key.
+func TestCOMP070_IdentityUpdateTopic(t *testing.T) {
 	svc := New(newMemStore(), withClock(nil))
 	rpk, _, _ := ed25519.GenerateKey(nil)
 	sum := sha256.Sum256(rpk)
@@ -186,8 +186,8 @@ func TestOPS001_CommitLogNeverExpires(t *testing.T) {
 	}
 }
 
-// The auth signature is Ed25519ctx under AuthContext over the challenge.
-func TestCOMPAuth_ChallengeSignature(t *testing.T) {
+// COMP-081: the auth signature is Ed25519ctx under AuthContext over the challenge.
+func TestCOMP081_ChallengeSignature(t *testing.T) {
 	svc := New(newMemStore(), withClock(nil))
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	challenge := []byte("0123456789abcdef0123456789abcdef")

@@ -15,7 +15,7 @@ import (
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
-// Companion sequence ids (API-286…289): a topic's ids start at 1 and
+// COMP-041 (API-286…289): a topic's ids start at 1 and
 // strictly increase, across batches and within one; topics are independent.
 func testIDsStartAtOne(t *testing.T, h Harness) {
 	ctx, tr := testCtx(t), h.NewTransport(t)
@@ -233,7 +233,7 @@ func testSubscribeBounce(t *testing.T, h Harness) {
 	}
 }
 
-// COMP-publish-signature (API-230, API-300): a sealed commit-log entry
+// COMP-050 (API-230, API-300): a sealed commit-log entry
 // signed under its commit_log_id over CommitLogEntryTBS is stored; one
 // signed by another key, over another topic, or with a flipped bit is not.
 func testPublishSignature(t *testing.T, h Harness) {
@@ -265,8 +265,8 @@ func testPublishSignature(t *testing.T, h Harness) {
 	}
 }
 
-// Refused envelopes fail with ErrInvalidArgument and a reason naming what
-// was wrong: topic kind/payload mismatch, identifier length, size, empty or
+// COMP-040, COMP-042: refused envelopes fail with ErrInvalidArgument and a
+// reason naming what was wrong: topic kind/payload mismatch, identifier length, size, empty or
 // unknown payload, commit_log_id not naming the topic.
 func testInvalidArgument(t *testing.T, h Harness) {
 	ctx, tr := testCtx(t), h.NewTransport(t)
@@ -373,7 +373,7 @@ func testConcurrentPublishers(t *testing.T, h Harness) {
 	checkPrefix(t, all)
 }
 
-// FORK-030 relies on this: while publishers write, every read of the topic
+// COMP-041, and FORK-030 relies on it: while publishers write, every read of the topic
 // is a prefix — id n+1 is never visible without n.
 func testReaderNeverSeesGap(t *testing.T, h Harness) {
 	ctx := testCtx(t)
@@ -416,7 +416,7 @@ func testReaderNeverSeesGap(t *testing.T, h Harness) {
 	}
 }
 
-// Reading a capability topic (commit-log, welcome) needs no identity;
+// COMP-081: reading a capability topic (commit-log, welcome) needs no identity;
 // publishing and reading a group-message topic do.
 func testAnonymous(t *testing.T, h Harness) {
 	ctx, tr, anon := testCtx(t), h.NewTransport(t), h.NewAnonymousTransport(t)

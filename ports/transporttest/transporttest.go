@@ -91,7 +91,7 @@ type testCase struct {
 
 func cases() []testCase {
 	return []testCase{
-		{"COMP_SequenceIDs_StartAtOneAndIncrease", testIDsStartAtOne},
+		{"COMP041_SequenceIDs_StartAtOneAndIncrease", testIDsStartAtOne},
 		{"API201_QueryReturnsPrefixInOrder", testPrefixInOrder},
 		{"Query_Paging", testPaging},
 		{"QueryNewest", testNewest},
@@ -99,12 +99,12 @@ func cases() []testCase {
 		{"Subscribe_BacklogThenNew", testSubscribeBacklog},
 		{"Subscribe_ResumeNoGapAcrossReconnect", testSubscribeResume},
 		{"Subscribe_NoGapAcrossServerRestart", testSubscribeBounce},
-		{"COMP_PublishSignature_Admission", testPublishSignature},
-		{"InvalidArgument_Reasons", testInvalidArgument},
+		{"COMP050_PublishSignature_Admission", testPublishSignature},
+		{"COMP040_COMP042_InvalidArgument_Reasons", testInvalidArgument},
 		{"InvalidArgument_BatchStoresNothing", testBatchAtomic},
 		{"FORK021_ConcurrentPublishersNoGaps", testConcurrentPublishers},
-		{"FORK030_ReaderNeverSeesGap", testReaderNeverSeesGap},
-		{"Auth_CapabilityTopicsNeedNoIdentity", testAnonymous},
+		{"COMP041_FORK030_ReaderNeverSeesGap", testReaderNeverSeesGap},
+		{"COMP081_CapabilityTopicsNeedNoIdentity", testAnonymous},
 		{"CtxDeadlineHonoured", testDeadline},
 	}
 }
