@@ -443,6 +443,12 @@ func testAnonymous(t *testing.T, h Harness) {
 	if _, err := anon.Query(ctx, group, 0, 0); !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Errorf("anonymous Query of a group topic = %v, want ErrUnauthenticated", err)
 	}
+	if sub, err := anon.Subscribe(ctx, []ports.TopicCursor{{Topic: group}}); !errors.Is(err, ports.ErrUnauthenticated) {
+		if sub != nil {
+			sub.Close()
+		}
+		t.Errorf("anonymous Subscribe to a group topic = %v, want ErrUnauthenticated", err)
+	}
 }
 
 // Every method honours ctx: an expired ctx fails at once, and Next returns
