@@ -21,7 +21,10 @@ import (
 // fakeService is a test double of ports.DeliveryService for the
 // transport's own rules (error classes, rate limits, challenges); the real
 // service is proven by the transport suite in cmd/regroupd.
-type fakeService struct{ err error }
+type fakeService struct {
+	err   error
+	block bool // HighestSequenceID waits for its ctx to end
+}
 
 func (f *fakeService) Publish(ctx context.Context, c ports.Caller, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
 	if !c.Authenticated() {
@@ -35,7 +38,11 @@ func (f *fakeService) Query(context.Context, ports.Caller, []byte, uint64, int) 
 func (f *fakeService) QueryNewest(context.Context, ports.Caller, []byte) (*backendpb.OriginatorEnvelope, error) {
 	return nil, f.err
 }
-func (f *fakeService) HighestSequenceID(context.Context, ports.Caller, []byte) (uint64, error) {
+func (f *fakeService) HighestSequenceID(ctx context.Context, _ ports.Caller, _ []byte) (uint64, error) {
+	if f.block {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
 	return 7, f.err
 }
 func (f *fakeService) Subscribe(context.Context, ports.Caller, []ports.TopicCursor) (ports.Subscription, error) {
@@ -192,5 +199,22 @@ func TestUnreachableHonoursDeadline(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("call took %v past a 300ms deadline", d)
+	}
+}
+
+// A call to a server that does not answer returns when its ctx deadline
+// passes, with an error wrapping both ErrUnavailable and DeadlineExceeded.
+func TestHangingServerHonoursDeadline(t *testing.T) {
+	c, _ := Dial(serve(t, &fakeService{block: true}, nil), nil)
+	defer c.Close()
+	cx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.HighestSequenceID(cx, []byte{4})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ports.ErrUnavailable) {
+		t.Fatalf("call to a hanging server = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("returned after %v for a 200ms deadline", d)
 	}
 }
