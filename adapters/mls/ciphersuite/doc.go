@@ -4,8 +4,10 @@
 // # Suites
 //
 // Suites are rows of one table (see suites.go): 0x0001
-// MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519 and 0x0003
-// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519. Adding a suite whose
+// MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, 0x0002
+// MLS_128_DHKEMP256_AES128GCM_SHA256_P256 and 0x0003
+// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519. regroup's groups use
+// 0x0003; the others let every IETF vector of their suites run. Adding a suite whose
 // primitives exist means adding a row. [Lookup] returns a [Suite] or an
 // error wrapping [ErrUnsupportedSuite].
 //

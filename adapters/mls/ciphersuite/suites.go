@@ -19,6 +19,7 @@ type ID uint16
 // Cipher suites regroup implements.
 const (
 	MLS128X25519AES128GCMSHA256Ed25519        ID = 0x0001
+	MLS128P256AES128GCMSHA256P256             ID = 0x0002
 	MLS128X25519ChaCha20Poly1305SHA256Ed25519 ID = 0x0003
 )
 
@@ -27,7 +28,8 @@ type SignatureScheme uint16
 
 // Signature schemes (TLS SignatureScheme values).
 const (
-	Ed25519 SignatureScheme = 0x0807
+	Ed25519              SignatureScheme = 0x0807
+	ECDSASecp256r1SHA256 SignatureScheme = 0x0403
 )
 
 // Sentinel errors.
@@ -75,6 +77,13 @@ var table = []row{
 		newAEAD: newAESGCM, keySize: 16, nonceSize: 12,
 		kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
 		sig: Ed25519,
+	},
+	{
+		id: MLS128P256AES128GCMSHA256P256, name: "MLS_128_DHKEMP256_AES128GCM_SHA256_P256",
+		newHash: sha256.New, hashSize: sha256.Size,
+		newAEAD: newAESGCM, keySize: 16, nonceSize: 12,
+		kem: hpke.DHKEM(ecdh.P256()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
+		sig: ECDSASecp256r1SHA256,
 	},
 	{
 		id: MLS128X25519ChaCha20Poly1305SHA256Ed25519, name: "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519",
