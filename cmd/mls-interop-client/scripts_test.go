@@ -74,10 +74,7 @@ func protoExts(in []ext) []*mlsinteroppb.Extension {
 // the error that must stop them. A gap that starts passing fails the test,
 // so this list shrinks as the engine grows.
 var knownGaps = map[string]string{
-	"external_join.json/with_psk":                 "PreSharedKey proposals to an external commit",
-	"application.json/in_order":                   "authenticated_data",
-	"application.json/out_of_order_within_epoch":  "authenticated_data",
-	"application.json/out_of_order_across_epochs": "authenticated_data",
+	"external_join.json/with_psk": "PreSharedKey proposals to an external commit",
 }
 
 // configsDir finds the harness configs: $MLS_INTEROP_CONFIGS, or

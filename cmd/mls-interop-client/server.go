@@ -367,20 +367,16 @@ func (s *server) Export(_ context.Context, req *mlsinteroppb.ExportRequest) (*ml
 	return &mlsinteroppb.ExportResponse{ExportedSecret: out}, nil
 }
 
-// Protect encrypts application data. The engine's Protect frames no
-// authenticated_data, so a request carrying some is refused.
+// Protect encrypts application data with its authenticated_data as a
+// PrivateMessage of the current epoch.
 func (s *server) Protect(_ context.Context, req *mlsinteroppb.ProtectRequest) (*mlsinteroppb.ProtectResponse, error) {
-	if len(req.AuthenticatedData) > 0 {
-		return nil, status.Error(codes.Unimplemented,
-			"protect: adapters/mls/group.Protect cannot carry authenticated_data (§6.3.1) yet")
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.state(req.StateId)
 	if err != nil {
 		return nil, err
 	}
-	m, err := st.g.Protect(req.Plaintext)
+	m, err := st.g.ProtectWithAuthenticatedData(req.Plaintext, req.AuthenticatedData)
 	if err != nil {
 		return nil, engineErr("protect", err)
 	}

@@ -212,8 +212,6 @@ func TestGapsAnswerErrors(t *testing.T) {
 	wantCode(t, "ExternalJoin without a tree", err, codes.InvalidArgument, "ratchet tree")
 	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("carol"), RemovePrior: true})
 	wantCode(t, "ExternalJoin removing a prior leaf that is absent", err, codes.NotFound, "prior leaf")
-	_, err = c.Protect(ctx, &mlsinteroppb.ProtectRequest{StateId: g.StateId, AuthenticatedData: []byte("btw"), Plaintext: []byte("x")})
-	wantCode(t, "Protect with authenticated data", err, codes.Unimplemented, "authenticated_data")
 	_, err = c.CreateBranch(ctx, &mlsinteroppb.CreateBranchRequest{StateId: g.StateId})
 	wantCode(t, "CreateBranch", err, codes.Unimplemented, "")
 	_, err = c.ReInitProposal(ctx, &mlsinteroppb.ReInitProposalRequest{StateId: g.StateId})
