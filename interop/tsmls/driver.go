@@ -240,12 +240,14 @@ func (m *Member) Process(ctx context.Context, msg []byte) (*Processed, error) {
 	return &p, err
 }
 
-// Protect encrypts an application message and returns its MLSMessage.
-func (m *Member) Protect(ctx context.Context, plaintext []byte) ([]byte, error) {
+// Protect encrypts an application message with the given
+// authenticated_data (may be empty) and returns its MLSMessage.
+func (m *Member) Protect(ctx context.Context, plaintext, authenticatedData []byte) ([]byte, error) {
 	var res struct {
 		Message Hex `json:"message"`
 	}
-	err := m.d.Call(ctx, "protect", map[string]any{"handle": m.Handle, "plaintext": Hex(plaintext)}, &res)
+	err := m.d.Call(ctx, "protect", map[string]any{"handle": m.Handle, "plaintext": Hex(plaintext),
+		"authenticatedData": Hex(authenticatedData)}, &res)
 	return res.Message, err
 }
 

@@ -28,7 +28,7 @@
 // (unless "native" asks for ts-mls's own), and externalJoin hands ts-mls an
 // HPKE whose importPublicKey drops that prefix, so that each side speaks
 // the RFC encoding on the wire.
-//   protect     {handle, plaintext}        -> {message}
+//   protect     {handle, plaintext, authenticatedData?} -> {message}
 //   export      {handle, label, context, length} -> {secret}
 //   state       {handle}                   -> {epoch, epochAuthenticator, leaf,
 //                                              active, members:[{leaf, identity}]}
@@ -173,8 +173,8 @@ const ops = {
     return { handle, commit: hex(encodeMlsMessage(msg)) };
   },
 
-  async protect({ handle, plaintext }) {
-    const result = await createApplicationMessage(stateOf(handle), unhex(plaintext), impl);
+  async protect({ handle, plaintext, authenticatedData = "" }) {
+    const result = await createApplicationMessage(stateOf(handle), unhex(plaintext), impl, unhex(authenticatedData));
     states.set(handle, result.newState);
     const msg = { version: "mls10", wireformat: "mls_private_message", privateMessage: result.privateMessage };
     return { message: hex(encodeMlsMessage(msg)) };

@@ -183,12 +183,13 @@ func (sc *scenario) checkPath(step string, commit []byte) {
 	}
 }
 
-// messages sends one application message from every member to every other.
+// messages sends one application message, with authenticated_data, from
+// every member to every other.
 func (sc *scenario) messages(step string, rg []*rgMember, ts []*tsmls.Member) {
 	sc.t.Helper()
 	for i, from := range rg {
 		text := fmt.Sprintf("%s: from regroup %s", step, from.name)
-		msg, err := from.g.Protect([]byte(text))
+		msg, err := from.g.ProtectWithAuthenticatedData([]byte(text), []byte("aad "+text))
 		if err != nil {
 			sc.t.Fatal(err)
 		}
@@ -210,15 +211,16 @@ func (sc *scenario) messages(step string, rg []*rgMember, ts []*tsmls.Member) {
 	}
 	for i, from := range ts {
 		text := fmt.Sprintf("%s: from ts-mls %s", step, from.Handle)
-		enc, err := from.Protect(sc.ctx, []byte(text))
+		enc, err := from.Protect(sc.ctx, []byte(text), []byte("aad "+text))
 		if err != nil {
 			sc.t.Fatal(err)
 		}
 		for _, to := range rg {
-			got, sender, err := to.g.Unprotect(decode(sc.t, enc))
-			if err != nil || string(got) != text {
-				sc.t.Fatalf("%s: regroup %s reads the ts-mls message: %q %v", step, to.name, got, err)
+			r, err := to.g.Process(decode(sc.t, enc))
+			if err != nil || string(r.Application) != text || string(r.AuthenticatedData) != "aad "+text {
+				sc.t.Fatalf("%s: regroup %s reads the ts-mls message: %+v %v", step, to.name, r, err)
 			}
+			sender := r.Sender.LeafIndex
 			st, err := from.State(sc.ctx)
 			if err != nil {
 				sc.t.Fatal(err)
@@ -244,8 +246,8 @@ func (sc *scenario) messages(step string, rg []*rgMember, ts []*tsmls.Member) {
 // creates the group and adds a regroup member, regroup adds a ts-mls
 // member, both commit with an UpdatePath, regroup removes the ts-mls member
 // it added, ts-mls removes the regroup member, application messages go both
-// ways, and the epoch authenticators and an exported secret agree at every
-// epoch.
+// ways with authenticated_data, an altered ts-mls commit is rejected, and
+// the epoch authenticators and an exported secret agree at every epoch.
 func TestInteropTSMLS(t *testing.T) {
 	d := startDriver(t)
 	s, err := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
@@ -316,6 +318,16 @@ func (sc *scenario) run(d *tsmls.Driver, s *ciphersuite.Suite, groupID []byte) {
 		t.Fatal(err)
 	}
 	sc.checkPath("ts-mls path commit", c.Commit)
+	// A ts-mls commit altered in its last byte (signature, membership tag or
+	// AEAD tag) is rejected and leaves regroup's epoch as it was.
+	bad := bytes.Clone(c.Commit)
+	bad[len(bad)-1] ^= 1
+	if err := rob.g.HandleCommit(decode(t, bad)); !errors.Is(err, group.ErrInvalid) && !errors.Is(err, group.ErrUndecryptable) {
+		t.Fatalf("altered ts-mls commit: %v, want ErrInvalid or ErrUndecryptable", err)
+	}
+	if rob.g.Epoch() != 2 {
+		t.Fatalf("altered commit moved regroup to epoch %d", rob.g.Epoch())
+	}
 	rob.handle(t, "ts-mls path commit", c.Commit)
 	if _, err := tess.Process(ctx, c.Commit); err != nil {
 		t.Fatal(err)
