@@ -31,6 +31,9 @@ type config struct {
 	ShutdownTimeout  time.Duration
 	PollInterval     time.Duration
 	PostgresNotify   bool
+	// CheckKeyPackages applies RFC 9420 §10.1 and JOIN-090 to published
+	// key packages; off, only structural checks apply.
+	CheckKeyPackages bool
 
 	LogFormat string
 	LogLevel  string
@@ -55,7 +58,7 @@ func parseConfig(args []string) (config, error) {
 		fs.StringVar(p, name, envOr(env, def), usage+" (env "+env+")")
 	}
 	var retention [4]string
-	var maxEnv, maxBatch, burst, rate, sweep, shutdown, poll, notify string
+	var maxEnv, maxBatch, burst, rate, sweep, shutdown, poll, notify, checkKP string
 	str(&c.Listen, "listen", "REGROUPD_LISTEN", "127.0.0.1:5050", "gRPC listen address")
 	str(&c.HealthListen, "health-listen", "REGROUPD_HEALTH_LISTEN", "127.0.0.1:5051", "HTTP health endpoint address, empty to disable")
 	str(&c.Database, "database", "REGROUPD_DATABASE", "regroupd.db", "SQLite file path, or a PostgreSQL DSN (postgres://… or key=value with host=)")
@@ -74,6 +77,7 @@ func parseConfig(args []string) (config, error) {
 	str(&shutdown, "shutdown-timeout", "REGROUPD_SHUTDOWN_TIMEOUT", "10s", "how long a graceful shutdown waits for calls in flight")
 	str(&poll, "poll-interval", "REGROUPD_POLL_INTERVAL", "0", "how often subscriptions re-read their topics unprompted, 0 never")
 	str(&notify, "postgres-notify", "REGROUPD_POSTGRES_NOTIFY", "false", "NOTIFY appends so several regroupd sharing one PostgreSQL database wake each other's subscribers")
+	str(&checkKP, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", "true", "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
 	str(&c.LogFormat, "log-format", "REGROUPD_LOG_FORMAT", "json", "json or text")
 	str(&c.LogLevel, "log-level", "REGROUPD_LOG_LEVEL", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +115,11 @@ func parseConfig(args []string) (config, error) {
 	c.SweepInterval = getd("retention-sweep-interval", sweep)
 	c.ShutdownTimeout = getd("shutdown-timeout", shutdown)
 	c.PollInterval = getd("poll-interval", poll)
+	if b, e := strconv.ParseBool(checkKP); e != nil {
+		return c, fmt.Errorf("-check-key-packages: %q is not a boolean", checkKP)
+	} else {
+		c.CheckKeyPackages = b
+	}
 	if b, e := strconv.ParseBool(notify); e != nil {
 		return c, fmt.Errorf("-postgres-notify: %q is not a boolean", notify)
 	} else {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,6 +18,10 @@ import (
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
 	"github.com/regroup-mls/regroup/adapters/grpctransport"
+	"github.com/regroup-mls/regroup/adapters/hpkewrap"
+	"github.com/regroup-mls/regroup/adapters/mls"
+	"github.com/regroup-mls/regroup/adapters/pqwrap"
+	"github.com/regroup-mls/regroup/core/algorithm"
 	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/ports"
 )
@@ -50,12 +55,20 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout}
+	var kpv delivery.KeyPackageValidator
+	if cfg.CheckKeyPackages {
+		if kpv, err = keyPackageAdmission(); err != nil {
+			store.Close()
+			return nil, err
+		}
+	}
 	s.svc = delivery.New(store, &delivery.Options{
-		Clock:            clock.System{},
-		MaxEnvelopeBytes: cfg.MaxEnvelopeBytes,
-		MaxBatch:         cfg.MaxBatch,
-		Retention:        cfg.Retention,
-		PollInterval:     cfg.PollInterval,
+		KeyPackageValidator: kpv,
+		Clock:               clock.System{},
+		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,
+		MaxBatch:            cfg.MaxBatch,
+		Retention:           cfg.Retention,
+		PollInterval:        cfg.PollInterval,
 	})
 	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
 		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst, Logger: log,
@@ -172,4 +185,23 @@ func (s *server) stop() {
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("close database", "err", err)
 	}
+}
+
+// keyPackageAdmission validates key packages with the built-in MLS engine
+// and checks their wrapper keys with the built-in wrapper algorithms.
+func keyPackageAdmission() (*delivery.KeyPackageAdmission, error) {
+	// The engine signs nothing here; it needs a key of its own to exist.
+	_, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	engine, err := mls.New(mls.Options{SignaturePrivateKey: priv.Seed()})
+	if err != nil {
+		return nil, fmt.Errorf("key-package validation engine: %w", err)
+	}
+	reg, err := algorithm.New(hpkewrap.NewCurve25519(), pqwrap.NewXWing())
+	if err != nil {
+		return nil, fmt.Errorf("wrapper registry: %w", err)
+	}
+	return &delivery.KeyPackageAdmission{Parser: engine, Wrappers: reg}, nil
 }
