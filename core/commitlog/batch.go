@@ -57,32 +57,55 @@ func NewBatchVerifier() *BatchVerifier {
 // VerifyAll verifies the checks, batching those the cofactor rule admits.
 func (v *BatchVerifier) VerifyAll(checks []SignatureCheck) []bool {
 	out := make([]bool, len(checks))
-	var batched []int
-	bv := voi.NewBatchVerifierWithCapacity(len(checks))
+	type candidate struct {
+		i int
+		k *batchKey
+	}
+	var cands []candidate
+	var rs []curve.EdwardsPoint
 	for i, c := range checks {
 		k := v.key(c.PublicKey)
-		if k == nil || !batchableSignature(c.Signature) {
+		var r curve.EdwardsPoint
+		if k == nil || !decodeSignature(c.Signature, &r) {
 			out[i] = verifyOne(c)
 			continue
 		}
-		bv.AddExpandedWithOptions(k.expanded, c.Message, c.Signature, &voi.Options{
-			Hash:    c.Options.Hash,
-			Context: c.Options.Context,
-			Verify:  batchVerifyOptions,
-		})
-		batched = append(batched, i)
+		cands = append(cands, candidate{i, k})
+		rs = append(rs, r)
 	}
-	if len(batched) == 0 {
+	if len(cands) == 0 {
 		return out
 	}
-	if bv.VerifyBatchOnly(nil) {
-		for _, i := range batched {
-			out[i] = true
+	// Every R must be torsion-free; when the combined test fails, find the
+	// ones that are not and verify those on their own.
+	if !torsionFreeAll(rs) {
+		kept := cands[:0]
+		for j, c := range cands {
+			if rs[j].IsTorsionFree() {
+				kept = append(kept, c)
+			} else {
+				out[c.i] = verifyOne(checks[c.i])
+			}
+		}
+		cands = kept
+	}
+	bv := voi.NewBatchVerifierWithCapacity(len(cands))
+	for _, c := range cands {
+		ch := checks[c.i]
+		bv.AddExpandedWithOptions(c.k.expanded, ch.Message, ch.Signature, &voi.Options{
+			Hash:    ch.Options.Hash,
+			Context: ch.Options.Context,
+			Verify:  batchVerifyOptions,
+		})
+	}
+	if len(cands) > 0 && bv.VerifyBatchOnly(nil) {
+		for _, c := range cands {
+			out[c.i] = true
 		}
 		return out
 	}
-	for _, i := range batched {
-		out[i] = verifyOne(checks[i])
+	for _, c := range cands {
+		out[c.i] = verifyOne(checks[c.i])
 	}
 	return out
 }
@@ -120,9 +143,9 @@ func (v *BatchVerifier) key(pub []byte) *batchKey {
 	return k
 }
 
-// batchableSignature reports a 64-byte signature with a canonical,
-// torsion-free R and a canonical S.
-func batchableSignature(sig []byte) bool {
+// decodeSignature reports a 64-byte signature with a canonical S and a
+// canonical encoding of a point R, which it decodes into r.
+func decodeSignature(sig []byte, r *curve.EdwardsPoint) bool {
 	if len(sig) != ed25519.SignatureSize {
 		return false
 	}
@@ -130,7 +153,12 @@ func batchableSignature(sig []byte) bool {
 	if _, err := s.SetCanonicalBytes(sig[32:]); err != nil {
 		return false
 	}
-	return torsionFreeCanonical(sig[:32])
+	c, err := curve.NewCompressedEdwardsYFromBytes(sig[:32])
+	if err != nil || !c.IsCanonicalVartime() {
+		return false
+	}
+	_, err = r.SetCompressedY(c)
+	return err == nil
 }
 
 // torsionFreeCanonical reports a canonical encoding of a point in the

@@ -47,7 +47,7 @@ type Options struct {
 	// Verifier defaults to [SingleVerifier]; [NewBatchVerifier] checks many
 	// signatures at once with the same answers.
 	Verifier Verifier
-	// PageSize bounds envelopes per query and per publish; default 100.
+	// PageSize bounds envelopes per query and per publish; default 256.
 	PageSize int
 	// OnForked, when set, is called once per transition to forked, after
 	// the transaction that stored it commits.
@@ -78,7 +78,7 @@ func New(opts Options) (*Log, error) {
 		opts.Verifier = SingleVerifier{}
 	}
 	if opts.PageSize <= 0 {
-		opts.PageSize = 100
+		opts.PageSize = 256
 	}
 	return &Log{opts: opts, counters: map[Reason]uint64{}, locks: map[string]*sync.Mutex{}}, nil
 }
