@@ -5,9 +5,12 @@
 //
 // Suites are rows of one table (see suites.go): 0x0001
 // MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, 0x0002
-// MLS_128_DHKEMP256_AES128GCM_SHA256_P256 and 0x0003
-// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519. regroup's groups use
-// 0x0003; the others let every IETF vector of their suites run. Adding a suite whose
+// MLS_128_DHKEMP256_AES128GCM_SHA256_P256, 0x0003
+// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519, 0x0005
+// MLS_256_DHKEMP521_AES256GCM_SHA512_P521 and 0x0007
+// MLS_256_DHKEMP384_AES256GCM_SHA384_P384. regroup's groups use 0x0003;
+// the others let every IETF vector of their suites run. Suites 0x0004 and
+// 0x0006 (X448, Ed448) are absent: the standard library lacks them. Adding a suite whose
 // primitives exist means adding a row. [Lookup] returns a [Suite] or an
 // error wrapping [ErrUnsupportedSuite].
 //

@@ -27,7 +27,7 @@ func (s *Suite) DeriveHPKEKeyPair(ikm []byte) (priv, pub []byte, err error) {
 
 // HPKEPublicKey returns the public key that belongs to an HPKE private key.
 func (s *Suite) HPKEPublicKey(priv []byte) ([]byte, error) {
-	k, err := s.r.kem.NewPrivateKey(priv)
+	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
 	}
@@ -63,7 +63,7 @@ func (s *Suite) HPKESeal(pub, info, aad, plaintext []byte) (kemOutput, ciphertex
 // HPKEOpen is OpenBase(kemOutput, priv, info, aad, ciphertext) of RFC 9180;
 // failures wrap ErrInvalidKey (malformed key or KEM output) or ErrDecrypt.
 func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte, error) {
-	k, err := s.r.kem.NewPrivateKey(priv)
+	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
 	}
@@ -99,7 +99,7 @@ func (s *Suite) HPKEExport(pub, info, exporterContext []byte, length int) (kemOu
 // HPKEExportOpen runs SetupBaseR(kemOutput, priv, info) and exports length
 // bytes under exporterContext: the receiving side of [Suite.HPKEExport].
 func (s *Suite) HPKEExportOpen(priv, info, kemOutput, exporterContext []byte, length int) ([]byte, error) {
-	k, err := s.r.kem.NewPrivateKey(priv)
+	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
 	}
@@ -112,4 +112,13 @@ func (s *Suite) HPKEExportOpen(priv, info, kemOutput, exporterContext []byte, le
 		return nil, fmt.Errorf("%w: hpke export: %v", ErrInvalidLength, err)
 	}
 	return secret, nil
+}
+
+// leftPad restores leading zero bytes that some encoders drop from
+// fixed-size scalars (P-521 keys of 65 bytes).
+func leftPad(b []byte, size int) []byte {
+	if len(b) >= size || len(b) == 0 {
+		return b
+	}
+	return append(make([]byte, size-len(b)), b...)
 }

@@ -6,16 +6,30 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha512"
 	"fmt"
 )
 
+// ecdsaParams returns the curve and message digest of an ECDSA scheme;
+// ok is false for Ed25519.
+func ecdsaParams(sig SignatureScheme) (curve elliptic.Curve, digest func([]byte) []byte, ok bool) {
+	switch sig {
+	case ECDSASecp256r1SHA256:
+		return elliptic.P256(), func(b []byte) []byte { h := sha256.Sum256(b); return h[:] }, true
+	case ECDSASecp384r1SHA384:
+		return elliptic.P384(), func(b []byte) []byte { h := sha512.Sum384(b); return h[:] }, true
+	case ECDSASecp521r1SHA512:
+		return elliptic.P521(), func(b []byte) []byte { h := sha512.Sum512(b); return h[:] }, true
+	}
+	return nil, nil, false
+}
+
 // GenerateSignatureKey returns a fresh signature key pair. For Ed25519 the
 // private key is the 32-byte seed and the public key the 32-byte point; for
-// ECDSA P-256 the 32-byte scalar and the 65-byte uncompressed point.
+// ECDSA the raw scalar and the uncompressed point.
 func (s *Suite) GenerateSignatureKey() (priv, pub []byte, err error) {
-	switch s.r.sig {
-	case ECDSASecp256r1SHA256:
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if curve, _, ok := ecdsaParams(s.r.sig); ok {
+		k, err := ecdsa.GenerateKey(curve, rand.Reader)
 		if err != nil {
 			return nil, nil, fmt.Errorf("generate signature key: %w", err)
 		}
@@ -24,20 +38,19 @@ func (s *Suite) GenerateSignatureKey() (priv, pub []byte, err error) {
 		}
 		pub, err = k.PublicKey.Bytes()
 		return priv, pub, err
-	default:
-		seed := make([]byte, ed25519.SeedSize)
-		if _, err := rand.Read(seed); err != nil {
-			return nil, nil, fmt.Errorf("generate signature key: %w", err)
-		}
-		pub, err = s.SignaturePublicKey(seed)
-		return seed, pub, err
 	}
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return nil, nil, fmt.Errorf("generate signature key: %w", err)
+	}
+	pub, err = s.SignaturePublicKey(seed)
+	return seed, pub, err
 }
 
 // SignaturePublicKey returns the public key of a signature private key.
 func (s *Suite) SignaturePublicKey(priv []byte) ([]byte, error) {
-	if s.r.sig == ECDSASecp256r1SHA256 {
-		k, err := ecdsaKey(priv)
+	if curve, _, ok := ecdsaParams(s.r.sig); ok {
+		k, err := ecdsaKey(curve, priv)
 		if err != nil {
 			return nil, err
 		}
@@ -61,24 +74,24 @@ func ed25519Key(priv []byte) (ed25519.PrivateKey, error) {
 	}
 }
 
-func ecdsaKey(priv []byte) (*ecdsa.PrivateKey, error) {
-	k, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), priv)
+func ecdsaKey(curve elliptic.Curve, priv []byte) (*ecdsa.PrivateKey, error) {
+	k, err := ecdsa.ParseRawPrivateKey(curve, leftPad(priv, (curve.Params().BitSize+7)/8))
 	if err != nil {
-		return nil, fmt.Errorf("%w: P-256 private key: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %s private key: %v", ErrInvalidKey, curve.Params().Name, err)
 	}
 	return k, nil
 }
 
 // Sign signs msg with priv (the raw signature primitive; MLS structures use
-// [Suite.SignWithLabel]). ECDSA signatures are DER-encoded over SHA-256.
+// [Suite.SignWithLabel]). ECDSA signatures are DER-encoded over the
+// scheme's digest.
 func (s *Suite) Sign(priv, msg []byte) ([]byte, error) {
-	if s.r.sig == ECDSASecp256r1SHA256 {
-		k, err := ecdsaKey(priv)
+	if curve, digest, ok := ecdsaParams(s.r.sig); ok {
+		k, err := ecdsaKey(curve, priv)
 		if err != nil {
 			return nil, err
 		}
-		h := sha256.Sum256(msg)
-		return ecdsa.SignASN1(rand.Reader, k, h[:])
+		return ecdsa.SignASN1(rand.Reader, k, digest(msg))
 	}
 	k, err := ed25519Key(priv)
 	if err != nil {
@@ -90,13 +103,12 @@ func (s *Suite) Sign(priv, msg []byte) ([]byte, error) {
 // Verify checks sig over msg under pub; a mismatch wraps ErrBadSignature
 // and a malformed key ErrInvalidKey.
 func (s *Suite) Verify(pub, msg, sig []byte) error {
-	if s.r.sig == ECDSASecp256r1SHA256 {
-		k, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), pub)
+	if curve, digest, ok := ecdsaParams(s.r.sig); ok {
+		k, err := ecdsa.ParseUncompressedPublicKey(curve, pub)
 		if err != nil {
-			return fmt.Errorf("%w: P-256 public key: %v", ErrInvalidKey, err)
+			return fmt.Errorf("%w: %s public key: %v", ErrInvalidKey, curve.Params().Name, err)
 		}
-		h := sha256.Sum256(msg)
-		if !ecdsa.VerifyASN1(k, h[:], sig) {
+		if !ecdsa.VerifyASN1(k, digest(msg), sig) {
 			return ErrBadSignature
 		}
 		return nil

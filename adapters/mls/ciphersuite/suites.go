@@ -6,6 +6,7 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/sha256"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"hash"
@@ -21,6 +22,8 @@ const (
 	MLS128X25519AES128GCMSHA256Ed25519        ID = 0x0001
 	MLS128P256AES128GCMSHA256P256             ID = 0x0002
 	MLS128X25519ChaCha20Poly1305SHA256Ed25519 ID = 0x0003
+	MLS256P521AES256GCMSHA512P521             ID = 0x0005
+	MLS256P384AES256GCMSHA384P384             ID = 0x0007
 )
 
 // SignatureScheme names a signature algorithm of a suite.
@@ -30,6 +33,8 @@ type SignatureScheme uint16
 const (
 	Ed25519              SignatureScheme = 0x0807
 	ECDSASecp256r1SHA256 SignatureScheme = 0x0403
+	ECDSASecp384r1SHA384 SignatureScheme = 0x0503
+	ECDSASecp521r1SHA512 SignatureScheme = 0x0603
 )
 
 // Sentinel errors.
@@ -56,6 +61,7 @@ type row struct {
 	keySize   int
 	nonceSize int
 	kem       hpke.KEM
+	skSize    int // Nsk: HPKE private keys shorter than this are left-padded
 	kdf       hpke.KDF
 	aead      hpke.AEAD
 	sig       SignatureScheme
@@ -75,22 +81,36 @@ var table = []row{
 		id: MLS128X25519AES128GCMSHA256Ed25519, name: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519",
 		newHash: sha256.New, hashSize: sha256.Size,
 		newAEAD: newAESGCM, keySize: 16, nonceSize: 12,
-		kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
+		skSize: 32, kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
 		sig: Ed25519,
 	},
 	{
 		id: MLS128P256AES128GCMSHA256P256, name: "MLS_128_DHKEMP256_AES128GCM_SHA256_P256",
 		newHash: sha256.New, hashSize: sha256.Size,
 		newAEAD: newAESGCM, keySize: 16, nonceSize: 12,
-		kem: hpke.DHKEM(ecdh.P256()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
+		skSize: 32, kem: hpke.DHKEM(ecdh.P256()), kdf: hpke.HKDFSHA256(), aead: hpke.AES128GCM(),
 		sig: ECDSASecp256r1SHA256,
 	},
 	{
 		id: MLS128X25519ChaCha20Poly1305SHA256Ed25519, name: "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519",
 		newHash: sha256.New, hashSize: sha256.Size,
 		newAEAD: chacha20poly1305.New, keySize: chacha20poly1305.KeySize, nonceSize: chacha20poly1305.NonceSize,
-		kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.ChaCha20Poly1305(),
+		skSize: 32, kem: hpke.DHKEM(ecdh.X25519()), kdf: hpke.HKDFSHA256(), aead: hpke.ChaCha20Poly1305(),
 		sig: Ed25519,
+	},
+	{
+		id: MLS256P521AES256GCMSHA512P521, name: "MLS_256_DHKEMP521_AES256GCM_SHA512_P521",
+		newHash: sha512.New, hashSize: sha512.Size,
+		newAEAD: newAESGCM, keySize: 32, nonceSize: 12,
+		skSize: 66, kem: hpke.DHKEM(ecdh.P521()), kdf: hpke.HKDFSHA512(), aead: hpke.AES256GCM(),
+		sig: ECDSASecp521r1SHA512,
+	},
+	{
+		id: MLS256P384AES256GCMSHA384P384, name: "MLS_256_DHKEMP384_AES256GCM_SHA384_P384",
+		newHash: sha512.New384, hashSize: sha512.Size384,
+		newAEAD: newAESGCM, keySize: 32, nonceSize: 12,
+		skSize: 48, kem: hpke.DHKEM(ecdh.P384()), kdf: hpke.HKDFSHA384(), aead: hpke.AES256GCM(),
+		sig: ECDSASecp384r1SHA384,
 	},
 }
 
