@@ -30,10 +30,14 @@ import (
 // cofactored and cofactorless equations agree. Any other signature (small
 // or mixed-order A or R, non-canonical encodings, wrong lengths) is
 // verified on its own with crypto/ed25519. When a batch fails, each of its
-// signatures is verified on its own with crypto/ed25519, so the answer for
-// every signature is always crypto/ed25519's. Torsion checks of A are
-// cached per key (a conversation's commit-log id and its few authors
-// repeat); R is checked per signature.
+// signatures is verified on its own with crypto/ed25519.
+//
+// A is checked once per key and cached (a conversation's commit-log id and
+// its few authors repeat). The R values of one call are checked together
+// by random subset sums multiplied by the group order (torsionFreeAll),
+// which misses a small-order component with probability at most 2^-128 —
+// the same bound as the random-linear-combination batch equation itself;
+// the points of a call that fails that test are checked one by one.
 type BatchVerifier struct {
 	mu   sync.Mutex
 	keys map[string]*batchKey

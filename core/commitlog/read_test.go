@@ -23,12 +23,12 @@ func withOperator(op **operator) func(*commitlog.Options) {
 
 // hostileGroup: a is the publisher, b the reader behind an operator, c a
 // plain member.
-func hostileGroup(t *testing.T) (*world, *client, *client, *client, *operator) {
+func hostileGroup(t *testing.T, readerOpts ...func(*commitlog.Options)) (*world, *client, *client, *client, *operator) {
 	w := newWorld(t, ports.ConversationGroup)
 	w.g.admins = []string{"inbox-a"}
 	var op *operator
 	a := w.newClient("a", "inbox-a")
-	b := w.newClient("b", "inbox-b", withOperator(&op))
+	b := w.newClient("b", "inbox-b", append([]func(*commitlog.Options){withOperator(&op)}, readerOpts...)...)
 	c := w.newClient("c", "inbox-c")
 	w.g.members = []member{{a.inbox, a.pub}, {b.inbox, b.pub}, {c.inbox, c.pub}}
 	for _, m := range []*client{a, b, c} {
@@ -111,7 +111,18 @@ func TestFORK030_EvaluatesEachEnvelopeOnceInOrder(t *testing.T) {
 // honest entries around them are accepted.
 func TestFORK077_HostileLogDiscardsOnlyBadEnvelopes(t *testing.T) {
 	t.Parallel()
-	w, a, b, _, op := hostileGroup(t)
+	hostileLog(t)
+}
+
+// FORK-077 with the batch verifier: the same hostile log gets the same
+// verdicts.
+func TestFORK077_HostileLogBatchVerifier(t *testing.T) {
+	t.Parallel()
+	hostileLog(t, func(o *commitlog.Options) { o.Verifier = commitlog.NewBatchVerifier() })
+}
+
+func hostileLog(t *testing.T, readerOpts ...func(*commitlog.Options)) {
+	w, a, b, _, op := hostileGroup(t, readerOpts...)
 	other, _ := commitlog.DeriveKeys(make([]byte, 32))
 	s1 := w.commit(nil)
 	a.merge(s1)
