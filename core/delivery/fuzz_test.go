@@ -11,6 +11,7 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/transporttest"
 	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/contentspb"
 )
 
 // FuzzPublish feeds arbitrary wire bytes, decoded as a ClientEnvelope, to
@@ -63,6 +64,29 @@ func FuzzParseTopic(f *testing.F) {
 		}
 		if len(id) != 32 && !(kind == ports.TopicGroupMessages && len(id) == 16) {
 			t.Fatalf("kind 0x%02x accepted a %d-byte identifier", byte(kind), len(id))
+		}
+	})
+}
+
+// FuzzCheckAddressing: arbitrary 0xff03 and 0xff04 extension bytes never
+// panic JOIN-090's check, and an accepted wrapper has its algorithm's size.
+func FuzzCheckAddressing(f *testing.F) {
+	f.Add(wrapperExt(1, ones(32)).Data, aeadExt(3).Data)
+	f.Add([]byte{0xff}, []byte{0x0a, 0x05})
+	reg := wrappers{
+		ports.WrapperCurve25519:          fakeWrapper{ports.WrapperCurve25519, 32},
+		ports.WrapperXWingMLKEM768Draft6: fakeWrapper{ports.WrapperXWingMLKEM768Draft6, 1216},
+	}
+	f.Fuzz(func(t *testing.T, ff03, ff04 []byte) {
+		v := ports.ValidatedKeyPackage{InitKey: ones(32), Extensions: []ports.Extension{{Type: 0xff03, Data: ff03}, {Type: 0xff04, Data: ff04}}}
+		if err := CheckAddressing(context.Background(), reg, v); err == nil {
+			var w contentspb.WelcomeWrapperEncryption
+			if proto.Unmarshal(ff03, &w) != nil {
+				t.Fatal("accepted a 0xff03 extension that does not decode")
+			}
+			if n := len(w.GetPubKey()); n != 32 && n != 1216 {
+				t.Fatalf("accepted a %d-byte wrapper key", n)
+			}
 		}
 	})
 }
