@@ -58,3 +58,22 @@ func allSupport(tree *ratchettree.Tree, ext message.Extensions) error {
 	}
 	return nil
 }
+
+// credentialsCompatible checks §7.3: every member supports ln's credential
+// type, and ln supports every credential type in use (skip is the leaf ln
+// replaces, if any).
+func credentialsCompatible(tree *ratchettree.Tree, ln *message.LeafNode, skip int64) error {
+	for _, l := range tree.Members() {
+		if int64(l) == skip {
+			continue
+		}
+		other := tree.Leaf(l)
+		if !slices.Contains(other.Capabilities.Credentials, ln.Credential.Type) {
+			return invalid("member %d does not support credential type %d", l, ln.Credential.Type)
+		}
+		if !slices.Contains(ln.Capabilities.Credentials, other.Credential.Type) {
+			return invalid("leaf does not support member %d's credential type %d", l, other.Credential.Type)
+		}
+	}
+	return nil
+}

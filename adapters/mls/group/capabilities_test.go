@@ -48,6 +48,13 @@ func TestRequiredCapabilities(t *testing.T) {
 	if err := add(&kp); !errors.Is(err, group.ErrInvalid) {
 		t.Fatalf("add without the required credential type: %v", err)
 	}
+	// §7.3: a leaf whose credential type the members do not support.
+	kp.LeafNode.Capabilities.Credentials = []message.CredentialType{message.CredentialBasic, message.CredentialX509}
+	_ = kp.LeafNode.Sign(s, c.sigPriv, nil, 0)
+	_ = kp.Sign(s, c.sigPriv)
+	if err := add(&kp); !errors.Is(err, group.ErrInvalid) {
+		t.Fatalf("add with a credential type no member supports: %v", err)
+	}
 	if err := add(c.kp); err != nil {
 		t.Fatalf("add with it: %v", err)
 	}

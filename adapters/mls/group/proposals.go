@@ -107,6 +107,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		if err := supports(ln, ap.extensions); err != nil {
 			return nil, err
 		}
+		if err := credentialsCompatible(tree, ln, int64(l)); err != nil {
+			return nil, err
+		}
 		if err := tree.UpdateLeaf(l, ln); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
@@ -127,6 +130,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 			return nil, err
 		}
 		if err := supports(&kp.LeafNode, ap.extensions); err != nil {
+			return nil, err
+		}
+		if err := credentialsCompatible(tree, &kp.LeafNode, -1); err != nil {
 			return nil, err
 		}
 		for _, m := range tree.Members() {
