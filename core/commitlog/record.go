@@ -71,14 +71,10 @@ func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
 	if err != nil {
 		return fmt.Errorf("record merge: %w", err)
 	}
-	before, err := l.roles(g.ConversationType, m.Before)
-	if err != nil {
-		return fmt.Errorf("record merge: %w", err)
-	}
-	after, err := l.roles(g.ConversationType, m.After)
-	if err != nil {
-		return fmt.Errorf("record merge: %w", err)
-	}
+	// A state whose metadata does not decode has no publishers; the entry
+	// is recorded all the same (FORK-001).
+	before := l.rolesOrNone(g.ConversationType, m.Before)
+	after := l.rolesOrNone(g.ConversationType, m.After)
 	// FORK-088 and FORK-086 run before the first subsequent applied commit.
 	if err := l.ensureFloor(ctx, tx, m.GroupID, m.Before); err != nil {
 		return err

@@ -40,6 +40,15 @@ func TestFORK001_RecordsEveryAppliedCommit(t *testing.T) {
 		!bytes.Equal(r.AppliedEpochAuthenticator, pre.EpochAuthenticator) {
 		t.Fatalf("removal entry %+v", r)
 	}
+	// Metadata that does not decode does not stop the recording.
+	a := cs[0]
+	s3 := w.commit(nil)
+	bad := w.stateAt(s3).viewFor(a)
+	bad.Extensions = []ports.Extension{{Type: 0x0006, Data: []byte{0xff}}}
+	a.mergeView(s3, bad)
+	if l := a.local(); len(l) != 1 || l[0].CommitSequenceID != s3 {
+		t.Fatalf("entry not recorded under malformed metadata: %+v", l)
+	}
 }
 
 // FORK-002: a terminal rejection records the result the table gives, with

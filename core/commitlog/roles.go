@@ -86,6 +86,22 @@ func (l *Log) roles(ct ports.ConversationType, view ports.GroupView) (roleState,
 	return rs, nil
 }
 
+// rolesOrNone is roles, with no publisher when the metadata does not
+// decode.
+func (l *Log) rolesOrNone(ct ports.ConversationType, view ports.GroupView) roleState {
+	rs, err := l.roles(ct, view)
+	if err != nil {
+		rs, _ = (&Log{opts: Options{Roles: noRoles{}}}).roles(ct, view)
+	}
+	return rs
+}
+
+type noRoles struct{}
+
+func (noRoles) Publishers(ports.ConversationType, ports.GroupView) (map[string]bool, error) {
+	return map[string]bool{}, nil
+}
+
 // selfPublisher reports that this installation is an active member whose
 // leaf names a publisher inbox.
 func (r roleState) selfPublisher() bool {
