@@ -133,6 +133,9 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 	if err := supports(ln, gc.Extensions); err != nil {
 		return nil, err
 	}
+	if err := credentialsCompatible(tree, ln, int64(committer)); err != nil {
+		return nil, err
+	}
 	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(committer)); err != nil {
 		return nil, fmt.Errorf("%w: path leaf: %w", ErrInvalid, err)
 	}
