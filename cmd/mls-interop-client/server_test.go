@@ -73,7 +73,8 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, text string
 // alice creates a group, bob makes a key package, alice adds it by an
 // AddProposal and a Commit, bob joins from the Welcome; their
 // authenticators and exporters agree and application messages go both
-// ways, with the commit sent as a PublicMessage and as a PrivateMessage.
+// ways, in every suite the client lists, with the commit sent as a
+// PublicMessage and as a PrivateMessage.
 func TestWelcomeJoinGRPC(t *testing.T) {
 	a, b := startClient(t), startClient(t)
 	ctx := testCtx(t)
@@ -85,8 +86,9 @@ func TestWelcomeJoinGRPC(t *testing.T) {
 	if err != nil || !containsSuite(cs.Ciphersuites, suite3) || !containsSuite(cs.Ciphersuites, 1) {
 		t.Fatalf("SupportedCiphersuites: %v %v", cs, err)
 	}
+	t.Logf("suites: %v", cs.Ciphersuites)
 	for _, encrypt := range []bool{false, true} {
-		for _, suite := range []uint32{suite3, 1} {
+		for _, suite := range cs.Ciphersuites {
 			alice, err := a.CreateGroup(ctx, &mlsinteroppb.CreateGroupRequest{GroupId: []byte("wj"), CipherSuite: suite, EncryptHandshake: encrypt, Identity: []byte("alice")})
 			if err != nil {
 				t.Fatal(err)
