@@ -55,6 +55,7 @@ type RejectError struct {
 	Detail             string
 }
 
+// Error names the envelope, the reason and the detail.
 func (e *RejectError) Error() string {
 	if e.Detail == "" {
 		return fmt.Sprintf("commit-log envelope %d rejected: %s", e.EnvelopeSequenceID, e.Reason)

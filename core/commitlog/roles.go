@@ -98,6 +98,7 @@ func (l *Log) rolesOrNone(ct ports.ConversationType, view ports.GroupView) roleS
 
 type noRoles struct{}
 
+// Publishers returns no publisher.
 func (noRoles) Publishers(ports.ConversationType, ports.GroupView) (map[string]bool, error) {
 	return map[string]bool{}, nil
 }
