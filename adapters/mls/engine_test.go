@@ -73,7 +73,9 @@ type installation struct {
 	inbox  string
 }
 
-func newInstallation(t *testing.T, inbox string) *installation {
+func newInstallation(t *testing.T, inbox string) *installation { return newInstallationTB(t, inbox) }
+
+func newInstallationTB(t testing.TB, inbox string) *installation {
 	t.Helper()
 	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
 	sig, _, _ := s.GenerateSignatureKey()
@@ -84,7 +86,9 @@ func newInstallation(t *testing.T, inbox string) *installation {
 	return &installation{engine: e, tx: blobTx{blobs: &memBlobs{m: map[string][]byte{}}}, sig: sig, inbox: inbox}
 }
 
-func (in *installation) keyPackage(t *testing.T) ports.KeyPackageBundle {
+func (in *installation) keyPackage(t *testing.T) ports.KeyPackageBundle { return in.keyPackageTB(t) }
+
+func (in *installation) keyPackageTB(t testing.TB) ports.KeyPackageBundle {
 	t.Helper()
 	cred, _ := proto.Marshal(&contentspb.MlsCredential{InboxId: in.inbox})
 	b, err := in.engine.CreateKeyPackage(context.Background(), ports.KeyPackageOptions{
@@ -210,3 +214,5 @@ func TestEngineLifecycle(t *testing.T) {
 		t.Fatalf("encrypt after removal: %v", err)
 	}
 }
+
+var errorsIs = errors.Is
