@@ -53,14 +53,16 @@ func benchLog(b *testing.B, n int) (Keys, []*backendpb.OriginatorEnvelope, func(
 // run: metric ratio_to_2verify = entries/s ÷ (1 / cost of two
 // crypto/ed25519 verifications). Storage is not included.
 func BenchmarkReadVerifyAdmit(b *testing.B) {
-	const n = 256
 	for _, c := range []struct {
 		name string
+		n    int // entries per page (one query, one verifier call)
 		v    func() Verifier
 	}{
-		{"single", func() Verifier { return SingleVerifier{} }},
-		{"batch", func() Verifier { return NewBatchVerifier() }},
+		{"single/page=1000", 1000, func() Verifier { return SingleVerifier{} }},
+		{"batch/page=256", 256, func() Verifier { return NewBatchVerifier() }},
+		{"batch/page=1000", 1000, func() Verifier { return NewBatchVerifier() }},
 	} {
+		n := c.n
 		b.Run(c.name, func(b *testing.B) {
 			k, envs, fresh := benchLog(b, n)
 			v := c.v()

@@ -47,8 +47,12 @@ type Options struct {
 	// Verifier defaults to [SingleVerifier]; [NewBatchVerifier] checks many
 	// signatures at once with the same answers.
 	Verifier Verifier
-	// PageSize bounds envelopes per query and per publish; default 256.
+	// PageSize bounds envelopes per commit-log query, and so per batch of
+	// signatures verified together; default 1000 (a delivery service may
+	// serve fewer).
 	PageSize int
+	// PublishBatch bounds entries per publish request; default 256.
+	PublishBatch int
 	// OnForked, when set, is called once per transition to forked, after
 	// the transaction that stored it commits.
 	OnForked func(ForkEvent)
@@ -78,7 +82,10 @@ func New(opts Options) (*Log, error) {
 		opts.Verifier = SingleVerifier{}
 	}
 	if opts.PageSize <= 0 {
-		opts.PageSize = 256
+		opts.PageSize = 1000
+	}
+	if opts.PublishBatch <= 0 {
+		opts.PublishBatch = 256
 	}
 	return &Log{opts: opts, counters: map[Reason]uint64{}, locks: map[string]*sync.Mutex{}}, nil
 }

@@ -44,7 +44,7 @@ func (l *Log) Publish(ctx context.Context, groupID []byte) (PublishReport, error
 	rep.Eligible = true
 	rep.ConfirmedThrough = state.ConfirmedThrough
 	for len(pending) > 0 {
-		n := min(len(pending), l.opts.PageSize)
+		n := min(len(pending), l.opts.PublishBatch)
 		page := pending[:n]
 		envs := make([]*backendpb.ClientEnvelope, len(page))
 		for i, e := range page {

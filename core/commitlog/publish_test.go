@@ -61,7 +61,7 @@ func TestFORK021_PublishesInOrderAndRetriesFirstUnconfirmed(t *testing.T) {
 	var fl *flaky
 	a := w.newClient("a", "inbox-a", func(o *commitlog.Options) {
 		fl = &flaky{Transport: o.Transport, zeroAt: -1}
-		o.Transport, o.PageSize = fl, 2
+		o.Transport, o.PublishBatch = fl, 2
 	})
 	w.g.members = []member{{a.inbox, a.pub}}
 	a.join(0)
@@ -178,7 +178,7 @@ func TestFORK086_RecoversLegacyEligibility(t *testing.T) {
 	var fl *flaky
 	a := w.newClient("a", "inbox-a", func(o *commitlog.Options) {
 		fl = &flaky{Transport: o.Transport, zeroAt: -1}
-		o.Transport, o.PageSize = fl, 1
+		o.Transport, o.PublishBatch = fl, 1
 	})
 	w.g.members = []member{{a.inbox, a.pub}}
 	w.pad(20)
