@@ -17,9 +17,6 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-# Fuzz targets, one "package FuzzName" per line.
-FUZZ_TARGETS_FILE := fuzz-targets.txt
-
 .PHONY: test bench fuzz proto lint build load tools
 
 test:
@@ -29,9 +26,11 @@ test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 
+# Every "func FuzzXxx" in a _test.go file is a target; each runs for FUZZTIME.
 fuzz:
-	@set -e; grep -v '^#' $(FUZZ_TARGETS_FILE) | while read -r pkg target; do \
-		[ -n "$$pkg" ] || continue; \
+	@set -e; grep -rn --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . \
+		| sed -E 's#^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*#./\1 \2#' \
+		| sort -u | while read -r pkg target; do \
 		echo "== $$pkg $$target ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 	done
@@ -57,5 +56,8 @@ lint:
 build:
 	$(GO) build -o bin/ ./cmd/...
 
+# The delivery-service load and fault run: PostgreSQL too when
+# REGROUP_POSTGRES_DSN is set (required under CI=true).
 load:
-	@echo "the load run arrives with cmd/regroupd"; exit 1
+	$(GO) build -o bin/regroupd ./cmd/regroupd
+	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s
