@@ -32,7 +32,7 @@ fuzz:
 		| sed -E 's#^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*#./\1 \2#' \
 		| sort -u | while read -r pkg target; do \
 		echo "== $$pkg $$target ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s "$$pkg"; \
 	done
 
 tools:
