@@ -7,6 +7,7 @@
 #   make lint    gofmt check, go vet, staticcheck
 #   make build   every binary into ./bin
 #   make load    the delivery-service load and fault run (not part of test)
+#   make interop the MLS engine against ts-mls and the mlswg harness scripts
 
 GO        ?= go
 FUZZTIME  ?= 30s
@@ -17,7 +18,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test bench fuzz proto lint build load tools
+.PHONY: test bench fuzz proto lint build load interop tools
 
 test:
 	$(GO) vet ./...
@@ -61,3 +62,11 @@ build:
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
 	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s
+
+# Interoperability: the ts-mls driver's self-test, the engine against
+# ts-mls 1.6.4, the mlswg harness scripts, and the long deep_random script.
+# Needs node and npm; the Go test runs npm ci when node_modules is absent.
+interop:
+	cd interop/tsmls && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && node selftest.mjs
+	$(GO) test -race -count=1 ./interop/tsmls/... ./cmd/mls-interop-client/...
+	MLS_INTEROP_DEEP=1 $(GO) test -count=1 -run TestHarnessDeepRandom ./cmd/mls-interop-client/
