@@ -328,3 +328,13 @@ func (m *Member) NativeGroupInfo(ctx context.Context) ([]byte, error) {
 	err := m.d.Call(ctx, "groupInfo", map[string]any{"handle": m.Handle, "native": true}, &res)
 	return res.GroupInfo, err
 }
+
+// ProposeAdd sends a proposal to add the key package kp (an MLSMessage),
+// as a PublicMessage when public is set, and returns its MLSMessage.
+func (m *Member) ProposeAdd(ctx context.Context, kp []byte, public bool) ([]byte, error) {
+	var res struct {
+		Message Hex `json:"message"`
+	}
+	err := m.d.Call(ctx, "propose", map[string]any{"handle": m.Handle, "add": Hex(kp), "publicMessage": public}, &res)
+	return res.Message, err
+}

@@ -12,6 +12,9 @@
 //                                             ts-mls sends an UpdatePath exactly
 //                                             when the commit needs one (empty
 //                                             commits, removes, updates)
+//   propose     {handle, add?: kp, remove?: leaf, publicMessage}
+//                                          -> {message} a proposal MLSMessage,
+//                                             cached for this member's next commit
 //   join        {kpHandle, welcome}        -> {handle}
 //   process     {handle, message}          -> {kind, plaintext?, active}
 //                                             kind: "application" or "handshake"
@@ -37,6 +40,7 @@ import {
   acceptAll,
   createApplicationMessage,
   createCommit,
+  createProposal,
   createGroup,
   decodeMlsMessage,
   defaultCapabilities,
@@ -129,6 +133,16 @@ const ops = {
       out.welcome = hex(encodeMlsMessage({ version: "mls10", wireformat: "mls_welcome", welcome: result.welcome }));
     }
     return out;
+  },
+
+  async propose({ handle, add, remove, publicMessage = false }) {
+    const proposal =
+      add !== undefined
+        ? { proposalType: "add", add: { keyPackage: decode(add).keyPackage } }
+        : { proposalType: "remove", remove: { removed: remove } };
+    const result = await createProposal(stateOf(handle), publicMessage, proposal, impl);
+    states.set(handle, result.newState);
+    return { message: hex(encodeMlsMessage(result.message)) };
   },
 
   async join({ kpHandle, welcome }) {

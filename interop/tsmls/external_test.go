@@ -37,8 +37,9 @@ func (m *rgMember) joinExternal(t *testing.T, groupInfo []byte, resync *treemath
 // handshakes as PublicMessage and as PrivateMessage: regroup joins a
 // ts-mls group by external commit, ts-mls joins by external commit from
 // regroup's GroupInfo, ts-mls commits regroup's Update proposal (regroup
-// installs its new leaf key), and regroup resyncs by an external commit
-// that removes its old leaf; the epoch authenticators agree at every epoch
+// installs its new leaf key), regroup commits a ts-mls Add proposal by
+// reference, and regroup resyncs by an external commit that removes its
+// old leaf; the epoch authenticators agree at every epoch
 // and application messages go every way.
 func TestInteropTSMLSExternalAndUpdate(t *testing.T) {
 	d := startDriver(t)
@@ -133,7 +134,30 @@ func (sc *scenario) runExternal(d *tsmls.Driver, s *ciphersuite.Suite, groupID [
 	}
 	sc.agree("ts-mls path commit after the update", 4, []*rgMember{rob}, everyone)
 
-	// 4. regroup resyncs: an external commit that removes its old leaf.
+	// 4. ts-mls proposes adding a second regroup member; regroup commits
+	// the proposal by reference and the newcomer joins from its Welcome.
+	rae := newRGMember(t, s, "rae (regroup)")
+	tprop, err := tess.ProposeAdd(ctx, rae.mlsKeyPackage(t), sc.public)
+	if err != nil {
+		t.Fatalf("ts-mls proposes an add: %v", err)
+	}
+	if err := rob.g.HandleProposal(decode(t, tprop)); err != nil {
+		t.Fatalf("regroup caches ts-mls's proposal: %v", err)
+	}
+	if _, err := alice.Process(ctx, tprop); err != nil {
+		t.Fatal(err)
+	}
+	commit, welcome := rob.commit(t, &group.CommitOptions{WireFormat: sc.wf, TreeInWelcome: true})
+	for _, m := range everyone {
+		if _, err := m.Process(ctx, commit); err != nil {
+			t.Fatalf("ts-mls processes the commit of its proposal by reference: %v", err)
+		}
+	}
+	rae.join(t, welcome)
+	sc.agree("regroup committed ts-mls's add by reference", 5, []*rgMember{rob, rae}, everyone)
+	sc.messages("epoch 5", []*rgMember{rob, rae}, everyone)
+
+	// 5. regroup resyncs: an external commit that removes its old leaf.
 	gi, err = tess.GroupInfo(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -145,15 +169,16 @@ func (sc *scenario) runExternal(d *tsmls.Driver, s *ciphersuite.Suite, groupID [
 			t.Fatalf("ts-mls processes regroup's resync: %v", err)
 		}
 	}
-	sc.agree("regroup resynced", 5, []*rgMember{rob}, everyone)
+	rae.handle(t, "regroup resync", commit)
+	sc.agree("regroup resynced", 6, []*rgMember{rob, rae}, everyone)
 	st, err := alice.State(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Members) != 3 {
+	if len(st.Members) != 4 {
 		t.Fatalf("members after the resync: %v", st.Members)
 	}
-	sc.messages("epoch 5", []*rgMember{rob}, everyone)
+	sc.messages("epoch 6", []*rgMember{rob, rae}, everyone)
 }
 
 // TestTSMLSBareExternalPub records a deviation of ts-mls 1.6.4: its own
