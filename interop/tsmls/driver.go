@@ -99,17 +99,18 @@ func (d *Driver) Close() error {
 	return d.cmd.Wait()
 }
 
-// Call sends request op with the given fields and decodes the response into
-// res (which may be nil). ctx bounds the wait: when it ends first the
+// Call sends request op with the given fields (which cannot override
+// "id" and "op") and decodes the response into res (which may be nil). ctx bounds the wait: when it ends first the
 // driver is killed, since its pipe can no longer be trusted.
 func (d *Driver) Call(ctx context.Context, op string, fields map[string]any, res any) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.next++
-	req := map[string]any{"id": d.next, "op": op}
+	req := map[string]any{}
 	for k, v := range fields {
 		req[k] = v
 	}
+	req["id"], req["op"] = d.next, op
 	line, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -214,16 +215,39 @@ type Commit struct {
 // public is set and as a PrivateMessage otherwise. ts-mls includes an
 // UpdatePath whenever the commit needs one (no proposals, or a remove).
 func (m *Member) Commit(ctx context.Context, add [][]byte, remove []uint32, public bool) (*Commit, error) {
-	adds := make([]Hex, len(add))
-	for i, kp := range add {
-		adds[i] = kp
+	return m.CommitWith(ctx, &CommitOptions{Add: add, Remove: remove, Public: public})
+}
+
+// CommitOptions is what a ts-mls commit carries, inline.
+type CommitOptions struct {
+	Add    [][]byte // key packages (MLSMessages) to add
+	Remove []uint32 // leaves to remove
+	PSKs   [][]byte // ids of external PSKs stored with [Driver.StorePSK]
+	Public bool     // PublicMessage, else PrivateMessage
+}
+
+// CommitWith creates and applies a commit with the given proposals.
+func (m *Member) CommitWith(ctx context.Context, o *CommitOptions) (*Commit, error) {
+	hexes := func(in [][]byte) []Hex {
+		out := make([]Hex, len(in))
+		for i, b := range in {
+			out[i] = b
+		}
+		return out
 	}
+	remove := o.Remove
 	if remove == nil {
 		remove = []uint32{}
 	}
 	var c Commit
-	err := m.d.Call(ctx, "commit", map[string]any{"handle": m.Handle, "add": adds, "remove": remove, "publicMessage": public}, &c)
+	err := m.d.Call(ctx, "commit", map[string]any{"handle": m.Handle, "add": hexes(o.Add), "remove": remove,
+		"psks": hexes(o.PSKs), "publicMessage": o.Public}, &c)
 	return &c, err
+}
+
+// StorePSK stores an external PSK for every member the driver holds.
+func (d *Driver) StorePSK(ctx context.Context, id, secret []byte) error {
+	return d.Call(ctx, "storePsk", map[string]any{"pskId": Hex(id), "secret": Hex(secret)}, nil)
 }
 
 // Processed is what processing one message did.

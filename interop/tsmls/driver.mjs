@@ -7,7 +7,9 @@
 // Requests ("op"):
 //   keyPackage  {identity}                 -> {kp, handle}       kp: MLSMessage(KeyPackage)
 //   createGroup {groupId, identity}        -> {handle}
-//   commit      {handle, add:[kp], remove:[leaf], publicMessage}
+//   storePsk    {pskId, secret}               -> {} an external PSK, known to every
+//                                             member this driver holds
+//   commit      {handle, add:[kp], remove:[leaf], psks:[id], publicMessage}
 //                                          -> {commit, welcome?} MLSMessages;
 //                                             ts-mls sends an UpdatePath exactly
 //                                             when the commit needs one (empty
@@ -38,6 +40,7 @@
 import * as readline from "node:readline";
 import {
   acceptAll,
+  bytesToBase64,
   createApplicationMessage,
   createCommit,
   createProposal,
@@ -45,16 +48,17 @@ import {
   decodeMlsMessage,
   defaultCapabilities,
   defaultLifetime,
-  emptyPskIndex,
   encodeMlsMessage,
   generateKeyPackage,
   getCiphersuiteFromName,
   getCiphersuiteImpl,
   joinGroup,
   joinGroupExternal,
+  makePskIndex,
   createGroupInfoWithExternalPubAndRatchetTree,
   mlsExporter,
   processMessage,
+  processPrivateMessage,
 } from "ts-mls";
 import { createGroupInfo } from "ts-mls/createCommit.js";
 
@@ -88,6 +92,8 @@ const decode = (s) => {
   return decoded[0];
 };
 
+const externalPsks = {}; // base64(psk_id) -> secret
+const pskIndexFor = (state) => makePskIndex(state, externalPsks);
 const keyPackages = new Map(); // handle -> {publicPackage, privatePackage}
 const states = new Map(); // handle -> ClientState
 let nextHandle = 1;
@@ -118,13 +124,23 @@ const ops = {
     return { handle };
   },
 
-  async commit({ handle, add = [], remove = [], publicMessage = false }) {
+  async storePsk({ pskId, secret }) {
+    externalPsks[bytesToBase64(unhex(pskId))] = unhex(secret);
+    return {};
+  },
+
+  async commit({ handle, add = [], remove = [], psks = [], publicMessage = false }) {
     const extraProposals = [
       ...add.map((kp) => ({ proposalType: "add", add: { keyPackage: decode(kp).keyPackage } })),
       ...remove.map((leaf) => ({ proposalType: "remove", remove: { removed: leaf } })),
+      ...psks.map((id) => ({
+        proposalType: "psk",
+        psk: { preSharedKeyId: { psktype: "external", pskId: unhex(id), pskNonce: impl.rng.randomBytes(impl.kdf.size) } },
+      })),
     ];
+    const state = stateOf(handle);
     const result = await createCommit(
-      { state: stateOf(handle), cipherSuite: impl },
+      { state, cipherSuite: impl, pskIndex: pskIndexFor(state) },
       { extraProposals, ratchetTreeExtension: true, wireAsPublicMessage: publicMessage },
     );
     states.set(handle, result.newState);
@@ -148,14 +164,22 @@ const ops = {
   async join({ kpHandle, welcome }) {
     const kp = keyPackages.get(kpHandle);
     if (kp === undefined) throw new Error(`no key package ${kpHandle}`);
-    const state = await joinGroup(decode(welcome).welcome, kp.publicPackage, kp.privatePackage, emptyPskIndex, impl);
+    const state = await joinGroup(decode(welcome).welcome, kp.publicPackage, kp.privatePackage, pskIndexFor(undefined), impl);
     const handle = newHandle();
     states.set(handle, state);
     return { handle };
   },
 
   async process({ handle, message }) {
-    const result = await processMessage(decode(message), stateOf(handle), emptyPskIndex, acceptAll, impl);
+    const state = stateOf(handle);
+    const msg = decode(message);
+    // ts-mls 1.6.4's processMessage hands PrivateMessages an empty PSK index,
+    // so a PSK commit sent encrypted could never be processed: call
+    // processPrivateMessage with the real index instead.
+    const result =
+      msg.wireformat === "mls_private_message"
+        ? await processPrivateMessage(state, msg.privateMessage, pskIndexFor(state), impl, acceptAll)
+        : await processMessage(msg, state, pskIndexFor(state), acceptAll, impl);
     states.set(handle, result.newState);
     const active = result.newState.groupActiveState?.kind ?? "active";
     if (result.kind === "applicationMessage") {
