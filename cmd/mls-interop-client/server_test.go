@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -249,4 +251,19 @@ func TestGapsAnswerErrors(t *testing.T) {
 	}
 	_, err = c.StateAuth(ctx, &mlsinteroppb.StateAuthRequest{StateId: g.StateId})
 	wantCode(t, "freed state", err, codes.NotFound, "")
+}
+
+// TestFlags checks the command line: a port out of range and an unknown
+// flag are errors, -h is flag.ErrHelp.
+func TestFlags(t *testing.T) {
+	ctx := testCtx(t)
+	if err := run(ctx, []string{"-port", "70000"}, io.Discard); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Fatalf("port 70000: %v", err)
+	}
+	if err := run(ctx, []string{"-nope"}, io.Discard); err == nil {
+		t.Fatal("unknown flag accepted")
+	}
+	if err := run(ctx, []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
 }
