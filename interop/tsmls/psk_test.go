@@ -18,7 +18,8 @@ import (
 // across implementations on suite 3, with PublicMessage and PrivateMessage
 // commits: ts-mls adds a regroup member in a commit that also injects a
 // PSK (so the Welcome's GroupSecrets name it), regroup commits another PSK
-// with a path, ts-mls commits one regroup does not hold (regroup answers
+// with a path and then a resumption PSK of an earlier epoch, ts-mls
+// commits one regroup does not hold (regroup answers
 // ErrUnknownPSK and stays at its epoch), and epoch authenticators agree.
 func TestInteropTSMLSExternalPSK(t *testing.T) {
 	d := startDriver(t)
@@ -100,7 +101,17 @@ func (sc *scenario) runPSK(d *tsmls.Driver, s *ciphersuite.Suite, groupID []byte
 	sc.agree("ts-mls committed two PSKs", 3, []*rgMember{rob}, []*tsmls.Member{alice})
 	sc.messages("epoch 3", []*rgMember{rob}, []*tsmls.Member{alice})
 
-	// 4. A PSK regroup does not hold: the commit fails with ErrUnknownPSK.
+	// 4. regroup commits the resumption PSK of epoch 2.
+	commit, _ = rob.commit(t, &group.CommitOptions{WireFormat: sc.wf, Proposals: []*message.Proposal{{
+		Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: message.PreSharedKeyID{
+			Type: message.PSKResumption, Usage: message.UsageApplication, GroupID: groupID, Epoch: 2,
+			Nonce: randomBytes(t, s.HashSize())}}}}})
+	if _, err := alice.Process(ctx, commit); err != nil {
+		t.Fatalf("ts-mls processes regroup's resumption PSK commit: %v", err)
+	}
+	sc.agree("regroup committed a resumption PSK", 4, []*rgMember{rob}, []*tsmls.Member{alice})
+
+	// 5. A PSK regroup does not hold: the commit fails with ErrUnknownPSK.
 	c, err = alice.CommitWith(ctx, &tsmls.CommitOptions{PSKs: [][]byte{p3}, Public: sc.public})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +119,7 @@ func (sc *scenario) runPSK(d *tsmls.Driver, s *ciphersuite.Suite, groupID []byte
 	if err := rob.g.HandleCommit(decode(t, c.Commit)); !errors.Is(err, group.ErrUnknownPSK) {
 		t.Fatalf("commit of an unknown PSK: %v, want ErrUnknownPSK", err)
 	}
-	if rob.g.Epoch() != 3 {
+	if rob.g.Epoch() != 4 {
 		t.Fatalf("regroup moved to epoch %d on a commit it could not process", rob.g.Epoch())
 	}
 }
