@@ -8,8 +8,8 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// BenchmarkAppend measures one-envelope Append transactions (counter
-// upsert + insert) on SQLite; BenchmarkRawInsertReference is the same
+// BenchmarkAppend measures one-envelope Append transactions (shared
+// counter update, topic row upsert, insert) on SQLite; BenchmarkRawInsertReference is the same
 // database's plain single-row insert in the same run, the reference to
 // read it against.
 func BenchmarkAppend(b *testing.B) {

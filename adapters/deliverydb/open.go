@@ -48,9 +48,7 @@ func OpenSQLite(ctx context.Context, path string, opts *Options) (*Store, error)
 	if o.MaxOpenConns <= 0 {
 		o.MaxOpenConns = 4
 	}
-	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
-		path, o.BusyTimeout.Milliseconds())
-	db, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	db, err := gorm.Open(sqlite.Open(sqliteDSN(path, o.BusyTimeout)), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -60,6 +58,13 @@ func OpenSQLite(ctx context.Context, path string, opts *Options) (*Store, error)
 	}
 	st.group = newGroupCommitter(st)
 	return st, nil
+}
+
+// sqliteDSN is the connection string of the SQLite file at path with the
+// store's durability settings.
+func sqliteDSN(path string, busy time.Duration) string {
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		path, busy.Milliseconds())
 }
 
 // OpenPostgres connects to the PostgreSQL database dsn names (a URL or
@@ -164,16 +169,40 @@ var migrations = []migration{{
 			envelope BYTEA NOT NULL, PRIMARY KEY (topic, sequence_id))`,
 		`CREATE INDEX delivery_envelopes_expiry ON delivery_envelopes (expires_at_ns) WHERE expires_at_ns <> 0`,
 	},
+}, {
+	// Version 2: one id counter shared by every topic (COMP-041). It
+	// starts above the highest id any topic ever assigned (last_id covers
+	// swept envelopes too), so no id is reused and every later id is
+	// higher than every earlier one on any topic.
+	version: 2,
+	sqlite: []string{
+		`CREATE TABLE delivery_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), last_id INTEGER NOT NULL)`,
+		`INSERT INTO delivery_sequence (id, last_id) SELECT 1, COALESCE(MAX(last_id), 0) FROM delivery_topics`,
+	},
+	postgres: []string{
+		// CACHE 1: values increase in the order nextval is called, across
+		// sessions, which API-289 needs (see the package doc).
+		`CREATE SEQUENCE delivery_sequence_ids AS BIGINT MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE`,
+		`SELECT setval('delivery_sequence_ids', COALESCE(MAX(last_id), 0) + 1, false) FROM delivery_topics`,
+	},
 }}
 
 // migrate applies every migration newer than the recorded version, each in
 // its own transaction together with the version record.
 func migrate(ctx context.Context, db *gorm.DB, dialect string) error {
+	return migrateTo(ctx, db, dialect, migrations[len(migrations)-1].version)
+}
+
+// migrateTo applies the migrations up to version upTo.
+func migrateTo(ctx context.Context, db *gorm.DB, dialect string, upTo int) error {
 	db = db.WithContext(ctx)
 	if err := db.Exec(`CREATE TABLE IF NOT EXISTS delivery_schema_version (version INTEGER NOT NULL)`).Error; err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	for _, m := range migrations {
+		if m.version > upTo {
+			break
+		}
 		stmts := m.sqlite
 		if dialect == "postgres" {
 			stmts = m.postgres

@@ -4,14 +4,55 @@
 //
 // # Sequence ids
 //
-// Each topic has a counter row. Append raises the counters of the batch's
-// topics with one upsert each, in ascending topic order, inside the
-// transaction that inserts the envelopes: on PostgreSQL the upsert locks
-// the row until commit, so a second publisher to the topic waits, gets the
-// next ids, and commits after the first. Envelope n is therefore visible
-// before n+1, and a rolled-back batch releases its ids unused. On SQLite
-// one writer commits every append queued meanwhile in one transaction
-// (group commit), so one fsync serves many publishers.
+// Sequence ids come from one counter shared by every topic of the
+// database (companion definitions, COMP-041): the service's first envelope
+// gets 1, every later one a higher id, whatever its topic. A topic's ids
+// therefore strictly increase with gaps (other topics took the ids in
+// between), and the specs may compare ids of different topics: FORK-077
+// discards a commit-log entry naming a commit (a group-topic id) at or
+// after the entry's own id, JOIN-037 and JOIN-050 compare group and
+// identity ids with a Welcome's (API-289).
+//
+// Each topic still has a row in delivery_topics. It is the topic's lock
+// and records the highest id ever assigned on the topic (what
+// [Store.Highest] returns, also after a retention sweep). Append runs, in
+// the transaction that inserts the envelopes:
+//
+//  1. lock the row of every topic of the batch, in ascending topic order
+//     (so two batches naming the same topics cannot deadlock);
+//  2. take one id per envelope from the global counter and give them out
+//     in input order;
+//  3. record each topic's new highest id and insert the envelopes.
+//
+// On PostgreSQL the counter is the sequence delivery_sequence_ids (CACHE 1,
+// so values increase in the order nextval is called, across sessions) and
+// publishes to different topics commit in parallel. Why the ordering
+// holds:
+//
+//   - Same topic: a batch calls nextval only while it holds the topic's
+//     row lock, and keeps that lock until it commits or rolls back. A
+//     second batch on the topic gets the lock, and so calls nextval, only
+//     after the first has ended, so its ids are higher and it becomes
+//     visible later. Within one topic id order is commit order: a reader
+//     that has seen id x of a topic will never later see a lower id of
+//     it, so re-reading from its cursor misses nothing (FORK-030).
+//   - Across topics (API-289): an envelope is visible only after the
+//     transaction that took its id committed; a publish that starts after
+//     that calls nextval later, and a CACHE 1 sequence returns a higher
+//     value to a later call, in whichever session.
+//   - An id is never reused: nextval never returns a value twice, even
+//     when the batch that took it rolls back (that id stays a gap).
+//
+// On SQLite the counter is the single row of delivery_sequence, raised in
+// the writer's transaction. SQLite has one writer at a time, so commit
+// order is id order on every topic at once. One writer commits every
+// append queued meanwhile in one transaction (group commit), each in its
+// own savepoint, so one fsync serves many publishers; a failed append's
+// savepoint rolls its ids back.
+//
+// Migration 2 creates the counter on an existing database above the
+// highest id any topic ever assigned, so ids stay unique and keep
+// increasing across the upgrade.
 //
 // # Errors
 //
@@ -67,7 +108,7 @@ type Store struct {
 	writeMu *sync.Mutex
 	// group runs SQLite's writer, which commits appends in groups; nil on
 	// PostgreSQL, where appends to different topics commit in parallel
-	// and those to one topic queue on its counter row.
+	// and those to one topic queue on its topic row.
 	group  *groupCommitter
 	closed atomic.Bool
 }
@@ -122,40 +163,51 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 	return ids, nil
 }
 
-// appendIn raises the counters of the batch's topics and inserts the
-// envelopes inside tx, returning their ids in input order.
+// appendIn locks the batch's topic rows, takes the batch's ids from the
+// global counter and inserts the envelopes inside tx, returning their ids
+// in input order (see the package doc for why this order of steps keeps
+// the ids in commit order).
 func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
-	// Count per topic, then lock counters in ascending topic order so two
-	// batches naming the same topics cannot deadlock.
-	counts := make(map[string]int64)
+	seen := make(map[string]bool)
+	topics := make([]string, 0, 1)
 	for _, e := range envs {
-		counts[string(e.Topic)]++
-	}
-	topics := make([]string, 0, len(counts))
-	for t := range counts {
-		topics = append(topics, t)
+		if !seen[string(e.Topic)] {
+			seen[string(e.Topic)] = true
+			topics = append(topics, string(e.Topic))
+		}
 	}
 	sort.Strings(topics)
-	next := make(map[string]int64, len(topics))
-	for _, t := range topics {
-		var last int64
-		err := tx.Raw(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
-			ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id + excluded.last_id
-			RETURNING last_id`, blob(t), counts[t]).Row().Scan(&last)
-		if err != nil {
-			return nil, err
+	if s.dialect == "postgres" {
+		// Step 1: lock every topic row (creating it when new) before any
+		// nextval. On SQLite the writer's transaction excludes every
+		// other writer already.
+		for _, t := range topics {
+			err := tx.Exec(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, 0)
+				ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id`, blob(t)).Error
+			if err != nil {
+				return nil, fmt.Errorf("lock topic: %w", err)
+			}
 		}
-		next[t] = last - counts[t] + 1
 	}
-	ids := make([]uint64, len(envs))
+	ids, err := s.takeIDs(tx, len(envs))
+	if err != nil {
+		return nil, err
+	}
+	highest := make(map[string]int64, len(topics))
 	rows := make([]envelopeRow, len(envs))
 	for i, e := range envs {
-		id := next[string(e.Topic)]
-		next[string(e.Topic)]++
-		ids[i] = uint64(id)
+		id := int64(ids[i])
+		highest[string(e.Topic)] = id // ids ascend in input order
 		rows[i] = envelopeRow{
 			Topic: e.Topic, SequenceID: id, ServerTimestampNS: e.ServerTimestampNS,
 			ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
+		}
+	}
+	for _, t := range topics {
+		err := tx.Exec(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
+			ON CONFLICT (topic) DO UPDATE SET last_id = excluded.last_id`, blob(t), highest[t]).Error
+		if err != nil {
+			return nil, fmt.Errorf("record highest id: %w", err)
 		}
 	}
 	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
@@ -166,6 +218,51 @@ func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64,
 			return nil, err
 		}
 	}
+	return ids, nil
+}
+
+// takeIDs takes n ids from the global counter inside tx, ascending.
+func (s *Store) takeIDs(tx *gorm.DB, n int) ([]uint64, error) {
+	ids := make([]uint64, 0, n)
+	if s.dialect != "postgres" {
+		var last int64
+		err := tx.Raw(`UPDATE delivery_sequence SET last_id = last_id + ? WHERE id = 1 RETURNING last_id`, n).Row().Scan(&last)
+		if err != nil {
+			return nil, fmt.Errorf("take sequence ids: %w", err)
+		}
+		for id := last - int64(n) + 1; id <= last; id++ {
+			ids = append(ids, uint64(id))
+		}
+		return ids, nil
+	}
+	if n == 1 {
+		var id int64
+		if err := tx.Raw(`SELECT nextval('delivery_sequence_ids')`).Row().Scan(&id); err != nil {
+			return nil, fmt.Errorf("take sequence ids: %w", err)
+		}
+		return append(ids, uint64(id)), nil
+	}
+	rows, err := tx.Raw(`SELECT nextval('delivery_sequence_ids') FROM generate_series(1, ?)`, n).Rows()
+	if err != nil {
+		return nil, fmt.Errorf("take sequence ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("take sequence ids: %w", err)
+		}
+		ids = append(ids, uint64(id))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take sequence ids: %w", err)
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("take sequence ids: got %d of %d", len(ids), n)
+	}
+	// Calls within one statement are ordered too, but the rows need not
+	// come back in that order.
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids, nil
 }
 

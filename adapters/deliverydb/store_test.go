@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -59,36 +60,42 @@ func topic() []byte {
 	return b
 }
 
-// COMP-041 (API-286…289): ids start at 1, follow input order in a
-// batch, are per topic, and survive a retention sweep unreused.
+// COMP-041 (API-286…289): ids come from one counter shared by every
+// topic: the store's first envelope gets 1, a batch's ids increase in
+// input order across its topics, a topic's ids strictly increase with
+// gaps, Highest is the topic's own highest id, and a retention sweep
+// never lets an id be reused.
 func TestCOMP041_SequenceIDs_Store(t *testing.T) {
 	for name, open := range dbs() {
 		t.Run(name, func(t *testing.T) {
 			s, ctx := open(t), context.Background()
 			a, b := topic(), topic()
 			ids, err := s.Append(ctx, []ports.NewStoredEnvelope{env(a, 1), env(b, 1), env(a, 2)})
-			if err != nil || fmt.Sprint(ids) != "[1 1 2]" {
-				t.Fatalf("Append = %v, %v", ids, err)
+			if err != nil || fmt.Sprint(ids) != "[1 2 3]" {
+				t.Fatalf("Append = %v, %v; want [1 2 3] (one counter, starting at 1)", ids, err)
+			}
+			if h, _ := s.Highest(ctx, b); h != 2 {
+				t.Fatalf("Highest(b) = %d, want 2 (the topic's own highest id)", h)
 			}
 			exp := env(a, 3)
 			exp.ExpiresAtNS = 100
-			if ids, err = s.Append(ctx, []ports.NewStoredEnvelope{exp}); err != nil || ids[0] != 3 {
-				t.Fatalf("Append = %v, %v", ids, err)
+			if ids, err = s.Append(ctx, []ports.NewStoredEnvelope{exp}); err != nil || ids[0] != 4 {
+				t.Fatalf("Append = %v, %v; want [4]", ids, err)
 			}
 			got, err := s.Range(ctx, a, 1, 10)
-			if err != nil || len(got) != 2 || got[0].SequenceID != 2 || got[1].Envelope[0] != 3 {
-				t.Fatalf("Range = %v, %v", got, err)
+			if err != nil || len(got) != 2 || got[0].SequenceID != 3 || got[1].SequenceID != 4 || got[1].Envelope[0] != 3 {
+				t.Fatalf("Range(a, after 1) = %v, %v; want ids 3, 4", got, err)
 			}
 			if n, err := s.DeleteExpired(ctx, 100); err != nil || n != 1 {
 				t.Fatalf("DeleteExpired = %d, %v", n, err)
 			}
-			if h, _ := s.Highest(ctx, a); h != 3 {
-				t.Fatalf("Highest after sweep = %d, want 3", h)
+			if h, _ := s.Highest(ctx, a); h != 4 {
+				t.Fatalf("Highest after sweep = %d, want 4", h)
 			}
-			if ids, _ = s.Append(ctx, []ports.NewStoredEnvelope{env(a, 4)}); ids[0] != 4 {
-				t.Fatalf("id after sweep = %d, want 4 (never reused)", ids[0])
+			if ids, _ = s.Append(ctx, []ports.NewStoredEnvelope{env(a, 4)}); ids[0] != 5 {
+				t.Fatalf("id after sweep = %d, want 5 (never reused)", ids[0])
 			}
-			if n, _ := s.Newest(ctx, a); n.SequenceID != 4 {
+			if n, _ := s.Newest(ctx, a); n.SequenceID != 5 {
 				t.Fatalf("Newest = %d", n.SequenceID)
 			}
 			if _, err := s.Newest(ctx, topic()); !errors.Is(err, ports.ErrNotFound) {
@@ -101,41 +108,169 @@ func TestCOMP041_SequenceIDs_Store(t *testing.T) {
 	}
 }
 
-// Concurrent batches over overlapping topics neither deadlock nor leave a
-// gap: each topic holds exactly 1..n (FORK-021's ordering on the store).
-func TestFORK021_ConcurrentAppendsNoGaps(t *testing.T) {
+// API-289 across topics: an append that starts after another one returned
+// gets a higher id, whatever the two topics. FORK-077 relies on it: a
+// commit-log entry published after its commit was read carries a higher
+// id than that commit's id on the group topic.
+func TestAPI289_LaterAppendHigherOnAnyTopic_Store(t *testing.T) {
 	for name, open := range dbs() {
 		t.Run(name, func(t *testing.T) {
 			s, ctx := open(t), context.Background()
-			a, b := topic(), topic()
-			var wg sync.WaitGroup
-			for w := 0; w < 6; w++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := 0; i < 20; i++ {
-						batch := []ports.NewStoredEnvelope{env(a, 1), env(b, 1)}
-						if w%2 == 1 {
-							batch = []ports.NewStoredEnvelope{env(b, 1), env(a, 1)}
-						}
-						if _, err := s.Append(ctx, batch); err != nil {
-							t.Errorf("Append: %v", err)
-							return
-						}
-					}
-				}()
+			topics := [][]byte{topic(), topic(), topic()}
+			topics[1][0], topics[2][0] = 4, 1 // commit-log and welcome kinds
+			var last uint64
+			for i := 0; i < 30; i++ {
+				tp := topics[i%len(topics)]
+				ids, err := s.Append(ctx, []ports.NewStoredEnvelope{env(tp, byte(i))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids[0] <= last {
+					t.Fatalf("append %d on topic kind %d got id %d after an append that returned %d", i, tp[0], ids[0], last)
+				}
+				last = ids[0]
 			}
-			wg.Wait()
-			for _, tp := range [][]byte{a, b} {
-				got, err := s.Range(ctx, tp, 0, 1000)
-				if err != nil || len(got) != 120 {
-					t.Fatalf("Range = %d, %v", len(got), err)
+		})
+	}
+}
+
+// appendLoad runs writers that append, each in a loop of rounds, batches
+// over topics (some batches name several topics, in varying order), and
+// returns the acknowledged ids per topic. Every writer checks API-289 on
+// its own appends: a later append's ids are higher than an earlier one's.
+func appendLoad(t *testing.T, s *Store, topics [][]byte, writers, rounds int, stop <-chan struct{}) map[string][]uint64 {
+	t.Helper()
+	var mu sync.Mutex
+	acked := make(map[string][]uint64)
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for i := 0; i < rounds; i++ {
+				select {
+				case <-stop:
+					return
+				default:
 				}
+				var batch []ports.NewStoredEnvelope
+				switch (w + i) % 3 {
+				case 0:
+					batch = []ports.NewStoredEnvelope{env(topics[w%len(topics)], 1)}
+				case 1:
+					batch = []ports.NewStoredEnvelope{env(topics[0], 1), env(topics[len(topics)-1], 1)}
+				default:
+					batch = []ports.NewStoredEnvelope{env(topics[len(topics)-1], 1), env(topics[0], 1), env(topics[len(topics)-1], 1)}
+				}
+				ids, err := s.Append(context.Background(), batch)
+				if err != nil {
+					t.Errorf("Append: %v", err)
+					return
+				}
+				mu.Lock()
+				for j, e := range batch {
+					if ids[j] <= last {
+						t.Errorf("writer %d: id %d after its earlier id %d (API-289)", w, ids[j], last)
+					}
+					last = ids[j]
+					acked[string(e.Topic)] = append(acked[string(e.Topic)], ids[j])
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return acked
+}
+
+// checkAcked fails unless got is exactly the acknowledged ids, ascending.
+func checkAcked(t *testing.T, what string, got []uint64, acked []uint64) {
+	t.Helper()
+	want := append([]uint64(nil), acked...)
+	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
+	if len(got) != len(want) {
+		t.Fatalf("%s holds %d envelopes, %d were acknowledged", what, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("%s: position %d has id %d, acknowledged id there is %d", what, i, got[i], want[i])
+		}
+	}
+}
+
+// FORK-021's ordering on the store: concurrent batches over overlapping
+// topics neither deadlock nor lose or duplicate an id; each topic reads
+// back as exactly the ids its appends were acknowledged with, ascending,
+// and no id is given to two envelopes across topics.
+func TestFORK021_ConcurrentAppends_AckedSetReadsBack(t *testing.T) {
+	for name, open := range dbs() {
+		t.Run(name, func(t *testing.T) {
+			s, ctx := open(t), context.Background()
+			topics := [][]byte{topic(), topic(), topic()}
+			acked := appendLoad(t, s, topics, 6, 20, nil)
+			all := make(map[uint64]bool)
+			for _, tp := range topics {
+				got, err := s.Range(ctx, tp, 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids := make([]uint64, len(got))
 				for i, e := range got {
-					if e.SequenceID != uint64(i+1) {
-						t.Fatalf("position %d has id %d", i, e.SequenceID)
+					ids[i] = e.SequenceID
+					if all[e.SequenceID] {
+						t.Fatalf("id %d stored on two topics", e.SequenceID)
+					}
+					all[e.SequenceID] = true
+				}
+				checkAcked(t, "topic", ids, acked[string(tp)])
+				if h, _ := s.Highest(ctx, tp); len(ids) > 0 && h != ids[len(ids)-1] {
+					t.Fatalf("Highest = %d, newest stored id %d", h, ids[len(ids)-1])
+				}
+			}
+		})
+	}
+}
+
+// COMP-041, which FORK-030 relies on: within one topic an id is never
+// visible before a lower id of the topic, so a reader that re-reads from
+// its cursor while publishers append ends with exactly the acknowledged
+// ids, ascending: nothing missed, nothing twice.
+func TestCOMP041_ReaderFromCursorMissesNothing_Store(t *testing.T) {
+	for name, open := range dbs() {
+		t.Run(name, func(t *testing.T) {
+			s, ctx := open(t), context.Background()
+			topics := [][]byte{topic(), topic(), topic(), topic()}
+			stop := make(chan struct{})
+			ackedC := make(chan map[string][]uint64)
+			go func() { ackedC <- appendLoad(t, s, topics, 8, 1<<30, stop) }()
+			read := make([][]uint64, len(topics))
+			cursor := make([]uint64, len(topics))
+			drain := func() {
+				for i, tp := range topics {
+					for {
+						page, err := s.Range(ctx, tp, cursor[i], 50)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(page) == 0 {
+							break
+						}
+						for _, e := range page {
+							read[i] = append(read[i], e.SequenceID)
+							cursor[i] = e.SequenceID
+						}
 					}
 				}
+			}
+			for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+				drain()
+			}
+			close(stop)
+			acked := <-ackedC
+			drain()
+			for i, tp := range topics {
+				checkAcked(t, fmt.Sprintf("reader of topic %d", i), read[i], acked[string(tp)])
 			}
 		})
 	}
@@ -164,6 +299,9 @@ func TestSQLiteReopen(t *testing.T) {
 	defer s.Close()
 	if ids, err := s.Append(ctx, []ports.NewStoredEnvelope{env(a, 2)}); err != nil || ids[0] != 2 {
 		t.Fatalf("Append after reopen = %v, %v", ids, err)
+	}
+	if ids, err := s.Append(ctx, []ports.NewStoredEnvelope{env(topic(), 1)}); err != nil || ids[0] != 3 {
+		t.Fatalf("Append to a new topic after reopen = %v, %v; want 3 (the shared counter persists)", ids, err)
 	}
 }
 
@@ -218,8 +356,8 @@ func TestWatch_SQLiteRefuses(t *testing.T) {
 }
 
 // One group commit over three appends, the middle one failing (a NULL
-// envelope): the others commit with consecutive ids and the failed one
-// consumes none.
+// envelope): the others commit, and the failed one's savepoint rolls its
+// id back.
 func TestGroupCommit_FailureIsolated(t *testing.T) {
 	s := dbs()["sqlite"](t)
 	a := topic()
