@@ -218,36 +218,13 @@ func (s *server) Commit(_ context.Context, req *mlsinteroppb.CommitRequest) (*ml
 			return nil, err
 		}
 	}
-	st.pending, st.merged = p, nil
+	st.pending = p
 	if req.ExternalTree {
-		// The next epoch's tree is only visible once merged: merge into a
-		// copy of the state and keep that copy as the pending epoch.
-		next, err := st.mergedCopy(p)
-		if err != nil {
-			return nil, err
+		if res.RatchetTree, err = codec.Marshal(p.Tree().Export()); err != nil {
+			return nil, engineErr("ratchet tree", err)
 		}
-		if res.RatchetTree, err = marshalTree(next); err != nil {
-			return nil, err
-		}
-		st.pending, st.merged = nil, next
 	}
 	return res, nil
-}
-
-// mergedCopy applies p to a copy of the state's group.
-func (st *state) mergedCopy(p *group.Pending) (*group.Group, error) {
-	b, err := st.g.Marshal()
-	if err != nil {
-		return nil, engineErr("copy group", err)
-	}
-	next, err := group.Load(b, st.psks)
-	if err != nil {
-		return nil, engineErr("copy group", err)
-	}
-	if err := next.MergePending(p); err != nil {
-		return nil, engineErr("merge commit", err)
-	}
-	return next, nil
 }
 
 // HandleCommit processes another member's commit, after caching the
@@ -281,15 +258,11 @@ func (s *server) HandlePendingCommit(_ context.Context, req *mlsinteroppb.Handle
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case st.merged != nil:
-		st.g = st.merged
-	case st.pending != nil:
-		if err := st.g.MergePending(st.pending); err != nil {
-			return nil, engineErr("merge pending commit", err)
-		}
-	default:
+	if st.pending == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "state %d has no pending commit", req.StateId)
+	}
+	if err := st.g.MergePending(st.pending); err != nil {
+		return nil, engineErr("merge pending commit", err)
 	}
 	st.newEpoch()
 	return &mlsinteroppb.HandleCommitResponse{StateId: req.StateId, EpochAuthenticator: st.g.EpochAuthenticator()}, nil
@@ -305,6 +278,6 @@ func marshalTree(g *group.Group) ([]byte, error) {
 
 // newEpoch forgets what belonged to the previous epoch.
 func (st *state) newEpoch() {
-	st.pending, st.merged = nil, nil
+	st.pending = nil
 	st.own = map[string]bool{}
 }

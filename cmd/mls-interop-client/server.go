@@ -42,9 +42,6 @@ type state struct {
 	psks    group.MapPSKStore
 	own     map[string]bool
 	pending *group.Pending
-	// merged is the next epoch of the pending commit when a Commit request
-	// needed that epoch's tree (external_tree); it replaces pending.
-	merged *group.Group
 }
 
 // server implements the MLSClient service over adapters/mls/group. Every
