@@ -87,12 +87,16 @@ type StoredEnvelope struct {
 type EnvelopeStore interface {
 	// Append stores every envelope in one database transaction and returns
 	// their sequence ids in input order. Ids are assigned inside that
-	// transaction, per topic: the first envelope ever stored on a topic
-	// gets 1, each later one the previous id plus one, in input order
-	// within the batch, and an id is never reused, also after a retention
-	// sweep. Appends to one topic are serialized so that the envelope with
-	// id n is committed (visible) before the one with id n+1 is: a reader
-	// never sees n+1 without n. Either the whole batch is stored or none.
+	// transaction from one counter shared by every topic of the store
+	// (COMP-041): the store's first envelope gets 1, and the ids of a
+	// batch increase in input order. A topic's ids strictly increase, with
+	// gaps where other topics took ids; an id is never reused, also after
+	// a retention sweep or a rolled-back batch. An Append that starts after
+	// an envelope is visible gets higher ids than it, on any topic
+	// (API-289; FORK-077, JOIN-037 and JOIN-050 compare ids of different
+	// topics). Within one topic, id x is never visible before a lower id of
+	// the topic, so a reader that re-reads from its cursor misses nothing.
+	// Either the whole batch is stored or none.
 	Append(ctx context.Context, envs []NewStoredEnvelope) ([]uint64, error)
 	// Range returns up to limit (> 0) envelopes of the topic with sequence
 	// id > after, ascending.
@@ -100,8 +104,8 @@ type EnvelopeStore interface {
 	// Newest returns the topic's envelope with the highest sequence id, or
 	// an error wrapping [ErrNotFound] when it holds none.
 	Newest(ctx context.Context, topic []byte) (StoredEnvelope, error)
-	// Highest returns the highest sequence id ever assigned on the topic,
-	// 0 when none was.
+	// Highest returns the highest sequence id ever assigned on the topic
+	// (the topic's own, not the shared counter's), 0 when none was.
 	Highest(ctx context.Context, topic []byte) (uint64, error)
 	// DeleteExpired deletes every envelope whose ExpiresAtNS is non-zero
 	// and not after nowNS, and returns how many it deleted.

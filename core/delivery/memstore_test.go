@@ -10,9 +10,11 @@ import (
 
 // memStore is a test double of ports.EnvelopeStore for the rule tests of
 // this package; adapters/deliverydb is the real store, proven by the
-// transport suite.
+// transport suite. Like it, it takes ids from one counter shared by every
+// topic (COMP-041); one mutex makes commit order id order.
 type memStore struct {
 	mu     sync.Mutex
+	next   uint64 // the last id given out, on any topic
 	topics map[string][]ports.StoredEnvelope
 	last   map[string]uint64
 	expiry map[string]map[uint64]int64
@@ -28,8 +30,9 @@ func (m *memStore) Append(_ context.Context, envs []ports.NewStoredEnvelope) ([]
 	ids := make([]uint64, len(envs))
 	for i, e := range envs {
 		t := string(e.Topic)
-		m.last[t]++
-		ids[i] = m.last[t]
+		m.next++
+		ids[i] = m.next
+		m.last[t] = ids[i]
 		m.topics[t] = append(m.topics[t], ports.StoredEnvelope{Topic: e.Topic, SequenceID: ids[i], ServerTimestampNS: e.ServerTimestampNS, Envelope: e.Envelope})
 		if m.expiry[t] == nil {
 			m.expiry[t] = map[uint64]int64{}

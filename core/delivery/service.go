@@ -1,6 +1,6 @@
 // Package delivery is regroup's delivery service: it admits envelopes,
-// assigns each a per-topic sequence id in the database transaction that
-// stores it, serves ordered reads, and streams new envelopes to
+// has the store assign each a sequence id in the database transaction
+// that stores it, serves ordered reads, and streams new envelopes to
 // subscribers (companion definitions: topics, sequence ids, publish
 // signature).
 //
@@ -10,9 +10,15 @@
 //
 // # Ordering
 //
-// A topic's ids start at 1 and strictly increase (API-286 to API-289); the
-// store commits id n before n+1, and subscribers are woken only after a
-// commit and re-read from their cursor, so no reader sees a gap.
+// Sequence ids come from one counter shared by every topic of the service
+// (COMP-041): they start at 1 with the service's first envelope, strictly
+// increase on every topic (with gaps, since other topics take ids in
+// between), are never reused, and a publish that starts after an envelope
+// is visible gets a higher id than it, on any topic (API-286 to API-289),
+// so the specs can compare ids of different topics (FORK-077, JOIN-037,
+// JOIN-050). The store never makes an id of a topic visible before a lower
+// one of the same topic, and subscribers are woken only after a commit and
+// re-read from their cursor, so no reader misses an envelope.
 //
 // # Errors
 //
