@@ -1,0 +1,135 @@
+package mlstest
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+var keyPackageCases = []testCase{
+	{"JOIN-007/CreatedKeyPackageValidates", testKeyPackageRoundTrip},
+	{"JOIN-007/TamperedKeyPackageFails", testKeyPackageTampered},
+	{"JOIN-008/ExpiredKeyPackageFailsOnlyWithNow", testKeyPackageLifetime},
+}
+
+var pastEpochCases = []testCase{
+	{"PastEpochs/LateMessageWithinWindowDecrypts", testPastWithin},
+	{"PastEpochs/LateMessageBeyondWindowIsWrongEpoch", testPastBeyond},
+}
+
+// testKeyPackageRoundTrip: a created key package validates, with the
+// lifetime check, to what it was created from.
+func testKeyPackageRoundTrip(e *env) {
+	a := e.newMember("a")
+	opts := a.keyPackageOptions()
+	b, err := a.mls.CreateKeyPackage(e.ctx, opts)
+	if err != nil {
+		e.t.Fatalf("CreateKeyPackage: %v", err)
+	}
+	v, err := a.mls.ValidateKeyPackage(e.ctx, b.KeyPackage, ports.ValidateOptions{Now: time.Now()})
+	if err != nil {
+		e.t.Fatalf("ValidateKeyPackage of a created key package: %v", err)
+	}
+	switch {
+	case !bytes.Equal(v.Ref, b.Ref):
+		e.t.Fatalf("validated ref %x, created ref %x", v.Ref, b.Ref)
+	case !bytes.Equal(v.SignatureKey, a.pub):
+		e.t.Fatalf("validated signature key %x, want %x", v.SignatureKey, a.pub)
+	case !bytes.Equal(v.Credential, opts.Credential):
+		e.t.Fatalf("validated credential %x, want %x", v.Credential, opts.Credential)
+	case len(v.InitKey) == 0 || v.CipherSuite == 0:
+		e.t.Fatalf("validated init key %x, cipher suite %d", v.InitKey, v.CipherSuite)
+	case !v.NotBefore.Equal(opts.NotBefore.Truncate(time.Second)) || !v.NotAfter.Equal(opts.NotAfter.Truncate(time.Second)):
+		e.t.Fatalf("validated lifetime %v..%v, want %v..%v", v.NotBefore, v.NotAfter, opts.NotBefore, opts.NotAfter)
+	}
+}
+
+// testKeyPackageTampered: a key package with its signature, its init key
+// or its credential altered fails validation with ErrInvalid (JOIN-007).
+func testKeyPackageTampered(e *env) {
+	a := e.newMember("a")
+	b := a.keyPackage()
+	v, err := a.mls.ValidateKeyPackage(e.ctx, b.KeyPackage, ports.ValidateOptions{})
+	if err != nil {
+		e.t.Fatalf("ValidateKeyPackage: %v", err)
+	}
+	tampered := map[string][]byte{"signature": flip(b.KeyPackage, len(b.KeyPackage)-1)}
+	if i := bytes.Index(b.KeyPackage, v.InitKey); i >= 0 {
+		tampered["init key"] = flip(b.KeyPackage, i+len(v.InitKey)/2)
+	}
+	if i := bytes.Index(b.KeyPackage, []byte(a.inbox)); i >= 0 {
+		tampered["credential"] = flip(b.KeyPackage, i)
+	}
+	if len(tampered) != 3 {
+		e.t.Fatal("the key package does not hold its init key and credential as bytes")
+	}
+	for what, kp := range tampered {
+		if _, err := a.mls.ValidateKeyPackage(e.ctx, kp, ports.ValidateOptions{}); !errors.Is(err, ports.ErrInvalid) {
+			e.t.Errorf("key package with its %s altered: %v, want ErrInvalid", what, err)
+		}
+	}
+}
+
+// testKeyPackageLifetime: with ValidateOptions.Now outside the lifetime a
+// key package fails with ErrInvalid (JOIN-008); without Now the lifetime
+// is not checked.
+func testKeyPackageLifetime(e *env) {
+	a := e.newMember("a")
+	opts := a.keyPackageOptions()
+	b, err := a.mls.CreateKeyPackage(e.ctx, opts)
+	if err != nil {
+		e.t.Fatalf("CreateKeyPackage: %v", err)
+	}
+	for what, now := range map[string]time.Time{
+		"after NotAfter":   opts.NotAfter.Add(time.Hour),
+		"before NotBefore": opts.NotBefore.Add(-time.Hour),
+	} {
+		if _, err := a.mls.ValidateKeyPackage(e.ctx, b.KeyPackage, ports.ValidateOptions{Now: now}); !errors.Is(err, ports.ErrInvalid) {
+			e.t.Errorf("validated %s: %v, want ErrInvalid", what, err)
+		}
+	}
+	if _, err := a.mls.ValidateKeyPackage(e.ctx, b.KeyPackage, ports.ValidateOptions{}); err != nil {
+		e.t.Errorf("without Now the lifetime is not checked, but validation failed: %v", err)
+	}
+}
+
+func (e *env) needPastEpochs() int {
+	if !e.caps.BoundedPastEpochs {
+		e.t.Skip("harness does not declare Caps.BoundedPastEpochs: the number of past epochs kept for late messages is unknown")
+	}
+	return e.caps.PastEpochs
+}
+
+// lateMessage sends a message from b at epoch 1, then a commits n times
+// and processes it at epoch 1+n.
+func (e *env) lateMessage(label string, n int) (ports.Processed, *member, error) {
+	gid, a, b := e.twoMembers(label)
+	ct := b.encrypt(gid, "late", "")
+	for range n {
+		a.commitAndMerge(gid, ports.CommitOptions{ForcePath: true})
+	}
+	p, err := a.process(gid, ct)
+	return p, b, err
+}
+
+// testPastWithin: a message of an epoch PastEpochs epochs back decrypts.
+func testPastWithin(e *env) {
+	n := e.needPastEpochs()
+	p, b, err := e.lateMessage("past-within", n)
+	if err != nil {
+		e.t.Fatalf("message of %d epochs back, with %d past epochs kept: %v", n, n, err)
+	}
+	if p.Kind != ports.ProcessedApplication || string(p.Application) != "late" || p.Sender.InboxID != b.inbox {
+		e.t.Fatalf("late message: kind %d %q from %q", p.Kind, p.Application, p.Sender.InboxID)
+	}
+}
+
+// testPastBeyond: a message of an epoch PastEpochs+1 epochs back is a
+// wrong-epoch failure, relation older.
+func testPastBeyond(e *env) {
+	n := e.needPastEpochs() + 1
+	_, _, err := e.lateMessage("past-beyond", n)
+	e.wantEpoch("message beyond the kept past epochs", err, ports.EpochOlder, 1, uint64(1+n))
+}

@@ -1,0 +1,122 @@
+package mlstest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+var lifecycleCases = []testCase{
+	{"Lifecycle/TwoMembersAgreeAtEveryEpoch", testTwoMembers},
+	{"Lifecycle/ThreeMembersAgreeAtEveryEpoch", testThreeMembers},
+}
+
+// testTwoMembers: a creates the group and adds b by Welcome; both hold
+// epoch 1 with equal authenticators and tree hashes; application messages
+// cross both ways; b's update with a path (ForcePath) changes the tree
+// and both agree on epoch 2; a removes b, b reads its removal
+// (RemovesSelf), its state turns inactive and Encrypt fails with
+// ErrInactive.
+func testTwoMembers(e *env) {
+	gid, a, b := e.twoMembers("two")
+	send(gid, a, "hello b", b)
+	send(gid, b, "hello a", a)
+	send(gid, b, "again", a)
+
+	before := a.mustView(gid)
+	out := b.commit(gid, ports.CommitOptions{ForcePath: true})
+	if out.Staged.Epoch != 2 {
+		e.t.Fatalf("b's commit announces epoch %d, want 2", out.Staged.Epoch)
+	}
+	if bytes.Equal(out.Staged.TreeHash, before.TreeHash) {
+		e.t.Fatal("a commit with ForcePath left the tree hash unchanged: it carries no UpdatePath")
+	}
+	va := a.applyCommit(gid, out.Commit)
+	vb := b.mergePending(gid)
+	if d := diff(va, vb); d != "" {
+		e.t.Fatalf("after b's update: %s", d)
+	}
+	agree(gid, 2, a, b)
+	send(gid, a, "after the update", b)
+	send(gid, b, "after the update too", a)
+
+	out, _ = a.commitAndMerge(gid, ports.CommitOptions{Remove: []uint32{leafOf(b, vb)}})
+	if len(out.Staged.Members) != 1 || !out.Staged.Active {
+		e.t.Fatalf("a's removal of b leads to %d members (active %v), want 1", len(out.Staged.Members), out.Staged.Active)
+	}
+	p, err := b.process(gid, out.Commit)
+	if err != nil {
+		e.t.Fatalf("b: Process its removal: %v", err)
+	}
+	if p.Kind != ports.ProcessedCommit || !p.RemovesSelf || p.Staged == nil || p.Staged.Active {
+		e.t.Fatalf("b: its removal: kind %d, RemovesSelf %v, staged active %v", p.Kind, p.RemovesSelf, p.Staged != nil && p.Staged.Active)
+	}
+	vb = b.mergeStaged(gid)
+	if vb.Active || vb.Epoch != 3 {
+		e.t.Fatalf("b after its removal: active %v at epoch %d, want inactive at 3", vb.Active, vb.Epoch)
+	}
+	if v := b.mustView(gid); v.Active {
+		e.t.Fatal("b: Group reports the group active after b's removal")
+	}
+	err = b.tx(func(ctx context.Context, tx ports.Tx) error {
+		_, err := b.mls.Encrypt(ctx, tx, gid, []byte("still here?"), nil)
+		return err
+	})
+	if !errors.Is(err, ports.ErrInactive) {
+		e.t.Fatalf("b: Encrypt after its removal: %v, want ErrInactive", err)
+	}
+	if v := agree(gid, 3, a); len(v[0].Members) != 1 {
+		e.t.Fatalf("a after removing b has %d members", len(v[0].Members))
+	}
+}
+
+// testThreeMembers: a adds b and c in one commit; all three agree at epoch
+// 1 (authenticator, tree hash, members, exported secret); c updates with a
+// path and all agree at epoch 2; a removes b, a and c agree at epoch 3
+// while b reads its removal; messages reach every member at every epoch.
+func testThreeMembers(e *env) {
+	gid := groupID("three")
+	a, b, c := e.newMember("a"), e.newMember("b"), e.newMember("c")
+	a.create(gid)
+	kb, kc := b.keyPackage(), c.keyPackage()
+	out, va := a.commitAndMerge(gid, ports.CommitOptions{Add: [][]byte{kb.KeyPackage, kc.KeyPackage}})
+	if len(va.Members) != 3 {
+		e.t.Fatalf("a added two members in one commit and has %d", len(va.Members))
+	}
+	b.join(out.Welcome, kb, a)
+	c.join(out.Welcome, kc, a)
+	agree(gid, 1, a, b, c)
+	send(gid, a, "epoch 1 from a", b, c)
+	send(gid, b, "epoch 1 from b", a, c)
+	send(gid, c, "epoch 1 from c", a, b)
+
+	out = c.commit(gid, ports.CommitOptions{ForcePath: true})
+	a.applyCommit(gid, out.Commit)
+	b.applyCommit(gid, out.Commit)
+	c.mergePending(gid)
+	agree(gid, 2, a, b, c)
+	send(gid, c, "epoch 2 from c", a, b)
+	send(gid, b, "epoch 2 from b", a, c)
+
+	out, _ = a.commitAndMerge(gid, ports.CommitOptions{Remove: []uint32{leafOf(b, va)}})
+	c.applyCommit(gid, out.Commit)
+	p, err := b.process(gid, out.Commit)
+	if err != nil || !p.RemovesSelf {
+		e.t.Fatalf("b: its removal: RemovesSelf %v, %v", p.RemovesSelf, err)
+	}
+	if v := b.mergeStaged(gid); v.Active {
+		e.t.Fatal("b is still active after its removal")
+	}
+	views := agree(gid, 3, a, c)
+	if len(views[0].Members) != 2 {
+		e.t.Fatalf("after removing b the group has %d members, want 2", len(views[0].Members))
+	}
+	send(gid, a, "epoch 3 from a", c)
+	send(gid, c, "epoch 3 from c", a)
+	ct := a.encrypt(gid, "not for b", "")
+	if _, err := b.process(gid, ct); err == nil {
+		e.t.Fatal("b, removed, read a message of the epoch after its removal")
+	}
+}

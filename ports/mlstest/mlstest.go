@@ -1,0 +1,232 @@
+// Package mlstest is the contract suite of [ports.MLS]. An adapter author
+// implements a [Harness] and calls [Run] from one test function:
+//
+//	func TestContract(t *testing.T) {
+//		mlstest.Run(t, func(t *testing.T) mlstest.Harness { return newHarness(t) })
+//	}
+//
+// The suite drives several installations, each with its own engine and
+// its own [ports.Store], through group lifecycles and checks what every
+// engine must do: members agree on the epoch, the epoch authenticator, the
+// tree hash, the member list and exported secrets at every epoch;
+// application messages cross in both directions; state lives in the
+// caller's transaction, so a failed transaction leaves it unchanged
+// (JOIN-046) and a store closed and opened again, under a new engine,
+// continues where it stopped; and every failure of [ports.MLS.Process]
+// wraps exactly one of [ports.ErrWrongEpoch] (as a [*ports.WrongEpochError]
+// with the right relation), [ports.ErrUndecryptable] or [ports.ErrInvalid].
+//
+// Each case is named after the rule it checks. A case that needs a
+// capability the harness does not declare in [Caps] is skipped with the
+// reason, never passed silently.
+//
+// # Writing a harness
+//
+// The suite creates installation signature keys itself: 32-byte Ed25519
+// private keys (the RFC 8032 seed, as RFC 9420 serializes them), used for
+// ciphersuite MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519 or any
+// other Ed25519 suite the engine chooses. Credentials are basic
+// credentials holding a serialized MlsCredential, whose inbox id the suite
+// expects back in [ports.Member.InboxID].
+//
+// # What the port cannot express
+//
+// [ports.EpochEqual] describes a message whose epoch number equals the
+// group's but that was expected for another epoch. [ports.MLS.Process]
+// takes no expected epoch, so no message provokes it through the port
+// alone; the suite checks instead that every [*ports.WrongEpochError] it
+// sees carries the relation its two epoch numbers imply.
+package mlstest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/contentspb"
+)
+
+// Caps declares what the engine and stores under test can do. A case
+// needing a capability the harness lacks is skipped with the reason.
+type Caps struct {
+	// Reopen reports that a store opened by [Harness.OpenStore] after the
+	// previous store of the same name was closed holds everything that
+	// store committed, so that the restart cases can run.
+	Reopen bool
+	// BoundedPastEpochs reports that engines made by [Harness.MakeEngine]
+	// keep the keys of exactly PastEpochs past epochs for late application
+	// messages, and no more.
+	BoundedPastEpochs bool
+	// PastEpochs is the bound BoundedPastEpochs declares.
+	PastEpochs int
+	// RejectsUnknownVersion reports that Process refuses, with ErrInvalid,
+	// an MLSMessage whose version is not mls10 (RFC 9420 §6).
+	RejectsUnknownVersion bool
+	// Parallel reports that harnesses are independent of each other, so the
+	// cases may run in parallel (t.Parallel).
+	Parallel bool
+}
+
+// Harness gives the suite the engines and stores under test. [Run] creates
+// a fresh harness for every case; the harness releases what it holds
+// through t.Cleanup.
+type Harness interface {
+	// Caps declares the capabilities of the engine and stores.
+	Caps() Caps
+	// MakeEngine returns the engine of the installation whose Ed25519
+	// signature private key (32-byte seed) is sigKey. The suite calls it
+	// again with the same key after reopening that installation's store;
+	// the new engine must then continue from the state the store holds.
+	MakeEngine(t *testing.T, sigKey []byte) (ports.MLS, error)
+	// OpenStore opens the store named name, empty when first opened. The
+	// suite closes a store before it opens the same name again.
+	OpenStore(ctx context.Context, t *testing.T, name string) (ports.Store, error)
+}
+
+type testCase struct {
+	name string
+	run  func(e *env)
+}
+
+// Run runs every case of the contract against engines and stores made by
+// the harnesses newHarness returns.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	var cases []testCase
+	cases = append(cases, lifecycleCases...)
+	cases = append(cases, restartCases...)
+	cases = append(cases, txCases...)
+	cases = append(cases, failureCases...)
+	cases = append(cases, keyPackageCases...)
+	cases = append(cases, pastEpochCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			if h.Caps().Parallel {
+				t.Parallel()
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			c.run(&env{t: t, ctx: ctx, h: h, caps: h.Caps()})
+		})
+	}
+}
+
+// env is one case's view of its harness.
+type env struct {
+	t    *testing.T
+	ctx  context.Context
+	h    Harness
+	caps Caps
+}
+
+// member is one installation: its engine, its store and its keys.
+type member struct {
+	e     *env
+	name  string
+	inbox string
+	sig   []byte
+	pub   []byte
+	store ports.Store
+	mls   ports.MLS
+}
+
+// newMember makes an installation with a fresh signature key and store.
+func (e *env) newMember(name string) *member {
+	e.t.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		e.t.Fatal(err)
+	}
+	m := &member{e: e, name: name, inbox: "inbox-" + name, sig: seed,
+		pub: ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)}
+	m.open()
+	return m
+}
+
+func (m *member) open() {
+	t := m.e.t
+	t.Helper()
+	s, err := m.e.h.OpenStore(m.e.ctx, t, m.name)
+	if err != nil {
+		t.Fatalf("%s: open store: %v", m.name, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, ports.ErrClosed) {
+			t.Errorf("%s: close store: %v", m.name, err)
+		}
+	})
+	eng, err := m.e.h.MakeEngine(t, m.sig)
+	if err != nil {
+		t.Fatalf("%s: make engine: %v", m.name, err)
+	}
+	m.store, m.mls = s, eng
+}
+
+// restart closes the member's store, opens it again and makes a new
+// engine, as a process restart does. It skips without Caps.Reopen.
+func (m *member) restart() {
+	t := m.e.t
+	t.Helper()
+	if !m.e.caps.Reopen {
+		t.Skip("harness does not declare Caps.Reopen: a store cannot be closed and opened again")
+	}
+	if err := m.store.Close(); err != nil {
+		t.Fatalf("%s: close store: %v", m.name, err)
+	}
+	m.open()
+}
+
+// tx runs fn in one transaction of the member's store.
+func (m *member) tx(fn func(ctx context.Context, tx ports.Tx) error) error {
+	ctx := m.e.ctx
+	return m.store.Tx(ctx, func(tx ports.Tx) error { return fn(ctx, tx) })
+}
+
+// must runs fn in one transaction and fails the case on error.
+func (m *member) must(step string, fn func(ctx context.Context, tx ports.Tx) error) {
+	m.e.t.Helper()
+	if err := m.tx(fn); err != nil {
+		m.e.t.Fatalf("%s: %s: %v", m.name, step, err)
+	}
+}
+
+// credential is the member's serialized MlsCredential.
+func (m *member) credential() []byte {
+	b, err := proto.Marshal(&contentspb.MlsCredential{InboxId: m.inbox})
+	if err != nil {
+		m.e.t.Fatal(err)
+	}
+	return b
+}
+
+// keyPackageOptions are the options of a valid key package of the member,
+// valid from an hour ago for a day.
+func (m *member) keyPackageOptions() ports.KeyPackageOptions {
+	now := time.Now()
+	return ports.KeyPackageOptions{Credential: m.credential(), SignaturePrivateKey: m.sig,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)}
+}
+
+// keyPackage creates a key package of the member.
+func (m *member) keyPackage() ports.KeyPackageBundle {
+	m.e.t.Helper()
+	b, err := m.mls.CreateKeyPackage(m.e.ctx, m.keyPackageOptions())
+	if err != nil {
+		m.e.t.Fatalf("%s: CreateKeyPackage: %v", m.name, err)
+	}
+	if len(b.KeyPackage) == 0 || len(b.Ref) == 0 {
+		m.e.t.Fatalf("%s: CreateKeyPackage returned an empty key package or ref", m.name)
+	}
+	return b
+}
+
+func record(b ports.KeyPackageBundle) ports.KeyPackageRecord {
+	return ports.KeyPackageRecord{Ref: b.Ref, KeyPackage: b.KeyPackage,
+		InitPrivateKey: b.InitPrivateKey, EncryptionPrivateKey: b.EncryptionPrivateKey}
+}
