@@ -247,7 +247,7 @@ func (s *server) HandleCommit(_ context.Context, req *mlsinteroppb.HandleCommitR
 		return nil, engineErr("handle commit", err)
 	}
 	st.newEpoch()
-	return &mlsinteroppb.HandleCommitResponse{StateId: req.StateId, EpochAuthenticator: st.g.EpochAuthenticator()}, nil
+	return &mlsinteroppb.HandleCommitResponse{StateId: s.alias(st), EpochAuthenticator: st.g.EpochAuthenticator()}, nil
 }
 
 // HandlePendingCommit merges this member's own pending commit.
@@ -265,7 +265,7 @@ func (s *server) HandlePendingCommit(_ context.Context, req *mlsinteroppb.Handle
 		return nil, engineErr("merge pending commit", err)
 	}
 	st.newEpoch()
-	return &mlsinteroppb.HandleCommitResponse{StateId: req.StateId, EpochAuthenticator: st.g.EpochAuthenticator()}, nil
+	return &mlsinteroppb.HandleCommitResponse{StateId: s.alias(st), EpochAuthenticator: st.g.EpochAuthenticator()}, nil
 }
 
 func marshalTree(g *group.Group) ([]byte, error) {
@@ -274,6 +274,15 @@ func marshalTree(g *group.Group) ([]byte, error) {
 		return nil, engineErr("ratchet tree", err)
 	}
 	return b, nil
+}
+
+// alias gives the state of a new epoch a fresh id, as the harness expects
+// of every transition; the previous id stays valid for the same state until
+// freed, so a caller that frees it keeps the new one.
+func (s *server) alias(st *state) uint32 {
+	id := s.id()
+	s.states[id] = st
+	return id
 }
 
 // newEpoch forgets what belonged to the previous epoch.

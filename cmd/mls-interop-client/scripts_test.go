@@ -325,13 +325,17 @@ func (r *runner) commit(committer string, req *mlsinteroppb.CommitRequest, propo
 		return fmt.Errorf("commit: ratchet tree of %d bytes with external_tree %v", len(res.RatchetTree), req.ExternalTree)
 	}
 	for _, m := range members {
-		if _, err := r.client(m).HandleCommit(r.ctx, &mlsinteroppb.HandleCommitRequest{StateId: r.states[m], Proposal: proposals, Commit: res.Commit}); err != nil {
+		h, err := r.client(m).HandleCommit(r.ctx, &mlsinteroppb.HandleCommitRequest{StateId: r.states[m], Proposal: proposals, Commit: res.Commit})
+		if err != nil {
 			return fmt.Errorf("%s handles the commit: %w", m, err)
 		}
+		r.transition(m, h.StateId)
 	}
-	if _, err := c.HandlePendingCommit(r.ctx, &mlsinteroppb.HandlePendingCommitRequest{StateId: req.StateId}); err != nil {
+	h, err := c.HandlePendingCommit(r.ctx, &mlsinteroppb.HandlePendingCommitRequest{StateId: req.StateId})
+	if err != nil {
 		return err
 	}
+	r.transition(committer, h.StateId)
 	for _, j := range joiners {
 		if len(res.Welcome) == 0 {
 			return fmt.Errorf("commit has no Welcome for %s", j)
@@ -343,7 +347,7 @@ func (r *runner) commit(committer string, req *mlsinteroppb.CommitRequest, propo
 		}
 		r.states[j] = g.StateId
 	}
-	ms := []member{{c, req.StateId}}
+	ms := []member{{c, r.states[committer]}}
 	for _, m := range slices.Concat(members, joiners) {
 		ms = append(ms, member{r.client(m), r.states[m]})
 	}
@@ -376,6 +380,7 @@ func (r *runner) externalJoin(s *step) error {
 		if !bytes.Equal(h.EpochAuthenticator, res.EpochAuthenticator) {
 			return fmt.Errorf("%s disagrees with the external joiner", m)
 		}
+		r.transition(m, h.StateId)
 		ms = append(ms, member{r.client(m), r.states[m]})
 	}
 	r.states[s.Joiner] = res.StateId
@@ -422,4 +427,18 @@ func TestHarnessDeepRandom(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
+}
+
+// transition moves actor to the state id a transition returned and frees
+// the previous one, as a harness that keeps only current states does.
+func (r *runner) transition(actor string, id uint32) {
+	r.t.Helper()
+	old := r.states[actor]
+	if old == id {
+		r.t.Fatalf("%s: a transition kept state id %d", actor, id)
+	}
+	if _, err := r.client(actor).Free(r.ctx, &mlsinteroppb.FreeRequest{StateId: old}); err != nil {
+		r.t.Fatalf("%s: free state %d: %v", actor, old, err)
+	}
+	r.states[actor] = id
 }
