@@ -11,6 +11,7 @@ import (
 var lifecycleCases = []testCase{
 	{"Lifecycle/TwoMembersAgreeAtEveryEpoch", testTwoMembers},
 	{"Lifecycle/ThreeMembersAgreeAtEveryEpoch", testThreeMembers},
+	{"Lifecycle/ForcePathAddsUpdatePath", testForcePath},
 }
 
 // testTwoMembers: a creates the group and adds b by Welcome; both hold
@@ -119,4 +120,24 @@ func testThreeMembers(e *env) {
 	if _, err := b.process(gid, ct); err == nil {
 		e.t.Fatal("b, removed, read a message of the epoch after its removal")
 	}
+}
+
+// testForcePath: an Add needs no UpdatePath, so ForcePath is what puts one
+// in: the same Add with ForcePath leads to another tree (the committer's
+// leaf and its direct path are replaced) than without it, and the member
+// added by it joins and agrees.
+func testForcePath(e *env) {
+	gid := groupID("force-path")
+	a, b := e.newMember("a"), e.newMember("b")
+	a.create(gid)
+	kp := b.keyPackage()
+	plain := a.commit(gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
+	a.must("ClearPending", func(ctx context.Context, tx ports.Tx) error { return a.mls.ClearPending(ctx, tx, gid) })
+	withPath, _ := a.commitAndMerge(gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}, ForcePath: true})
+	if bytes.Equal(plain.Staged.TreeHash, withPath.Staged.TreeHash) {
+		e.t.Fatal("an Add with ForcePath leads to the tree of the same Add without it: no UpdatePath was included")
+	}
+	b.join(withPath.Welcome, kp, a)
+	agree(gid, 1, a, b)
+	send(gid, b, "joined by a commit with a path", a)
 }

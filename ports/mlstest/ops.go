@@ -86,14 +86,24 @@ func (m *member) commitAndMerge(gid []byte, opts ports.CommitOptions) (ports.Com
 	return out, v
 }
 
-// process processes msg and returns the result or the error.
+// process processes msg and returns the result or Process's error. The
+// transaction commits even when Process fails, as a caller's does when it
+// records a terminal rejection beside it (FORK-002): a failed Process must
+// leave the group as it was either way.
 func (m *member) process(gid, msg []byte) (ports.Processed, error) {
-	var p ports.Processed
-	err := m.tx(func(ctx context.Context, tx ports.Tx) (err error) {
-		p, err = m.mls.Process(ctx, tx, gid, msg)
-		return err
+	m.e.t.Helper()
+	var (
+		p          ports.Processed
+		processErr error
+	)
+	err := m.tx(func(ctx context.Context, tx ports.Tx) error {
+		p, processErr = m.mls.Process(ctx, tx, gid, msg)
+		return nil
 	})
-	return p, err
+	if err != nil {
+		m.e.t.Fatalf("%s: commit the transaction of Process: %v", m.name, err)
+	}
+	return p, processErr
 }
 
 // applyCommit processes another member's commit and merges it.
