@@ -159,29 +159,30 @@ func TestTwoServersSharePostgres(t *testing.T) {
 			got <- e
 		}
 	}()
-	published := 0
-	for want := uint64(1); want <= 5; {
-		if published < 5 {
-			if _, err := pub.Publish(ctx, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("x"))}); err != nil {
+	var published []uint64
+	for k := 0; k < 5; {
+		if len(published) < 5 {
+			ids, err := pub.Publish(ctx, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("x"))})
+			if err != nil {
 				t.Fatal(err)
 			}
-			published++
+			published = append(published, ids[0])
 		}
 		// Until all five are out, publish again when nothing arrives for a
 		// moment; then only a report from the other server can deliver.
 		wait := time.After(300 * time.Millisecond)
-		if published == 5 {
+		if len(published) == 5 {
 			wait = nil
 		}
 		select {
 		case e := <-got:
-			if e.GetSequenceId() != want {
-				t.Fatalf("subscriber on the other server got id %d, want %d", e.GetSequenceId(), want)
+			if e.GetSequenceId() != published[k] {
+				t.Fatalf("subscriber on the other server got id %d, want the acknowledged %d", e.GetSequenceId(), published[k])
 			}
-			want++
+			k++
 		case <-wait:
 		case <-ctx.Done():
-			t.Fatalf("subscriber on the other server stopped at id %d of 5", want-1)
+			t.Fatalf("subscriber on the other server stopped after %d of 5", k)
 		}
 	}
 }

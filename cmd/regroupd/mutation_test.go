@@ -18,7 +18,8 @@ const envBreak = "REGROUP_TRANSPORTTEST_BREAK"
 
 // mutants maps a broken rule to the suite case that must catch it.
 var mutants = map[string]string{
-	"ids-from-zero":        "COMP041_SequenceIDs_StartAtOneAndIncrease",
+	"ids-from-zero":        "COMP041_SequenceIDs_IncreaseAndReadBack",
+	"per-topic-counters":   "API289_LaterPublishHigherOnAnyTopic",
 	"query-reversed":       "API201_QueryReturnsPrefixInOrder",
 	"query-drops-one":      "Query_Paging",
 	"newest-is-oldest":     "QueryNewest",
@@ -59,9 +60,15 @@ func TestBrokenTransport(t *testing.T) {
 	store, _ := openTestStore(t, "sqlite")
 	t.Cleanup(func() { store.Close() })
 	svc := delivery.New(store, &delivery.Options{Clock: clock.System{}, MaxEnvelopeBytes: testLimit})
+	// A service whose store numbers each topic from 1, as deliverydb did
+	// before COMP-041: every id it hands out is otherwise valid.
+	perTopic := delivery.New(newPerTopicStore(), &delivery.Options{Clock: clock.System{}, MaxEnvelopeBytes: testLimit})
 	for rule, tc := range mutants {
 		t.Run(rule, func(t *testing.T) {
 			h := &mutantHarness{memHarness{svc: svc}, rule}
+			if rule == "per-topic-counters" {
+				h.svc = perTopic
+			}
 			transporttest.RunCase(t, tc, func(*testing.T) transporttest.Harness { return h })
 		})
 	}
