@@ -112,11 +112,10 @@ func configsDir(t *testing.T) string {
 // TestHarnessScripts plays the mlswg harness scripts of welcome_join.json,
 // commit.json, external_join.json and application.json in suites 3 and 1
 // (welcome_join.json in every supported suite) against two clients over
-// gRPC, the way
-// the harness's test-runner does: actors alternate between the clients,
-// every fullCommit is processed by the listed members, merged by the
-// committer and joined by the joiners, and then every member agrees on
-// StateAuth and Export and reads every other member's message.
+// gRPC, the way the harness's test-runner does: actors alternate between
+// the clients, every fullCommit is processed by the listed members, merged
+// by the committer and joined by the joiners, and then every member agrees
+// on StateAuth and Export and reads every other member's message.
 func TestHarnessScripts(t *testing.T) {
 	dir := configsDir(t)
 	clients := []mlsinteroppb.MLSClientClient{startClient(t), startClient(t)}
