@@ -26,7 +26,7 @@ func TestBrokenTarget(t *testing.T) {
 		t.Skip("only runs as the child of TestSuiteCatchesBrokenEngines")
 	}
 	mlstest.Run(t, func(t *testing.T) mlstest.Harness {
-		return &brokenHarness{dir: t.TempDir(), rule: rule, opens: map[string]int{}}
+		return &brokenHarness{dir: t.TempDir(), rule: rule, opens: map[string]int{}, engines: map[string]int{}}
 	})
 }
 
@@ -36,6 +36,8 @@ type brokenHarness struct {
 	dir   string
 	rule  string
 	opens map[string]int
+	// engines counts the engines made per signature key.
+	engines map[string]int
 }
 
 func (h *brokenHarness) Caps() mlstest.Caps {
@@ -50,8 +52,16 @@ func (h *brokenHarness) MakeEngine(t *testing.T, sigKey []byte) (ports.MLS, erro
 	case "keep-fewer-epochs":
 		n--
 	}
+	h.engines[string(sigKey)]++
+	if h.rule == "forget-past-epochs-on-reopen" && h.engines[string(sigKey)] > 1 {
+		n = 0 // as if past-epoch keys were held in memory only
+	}
 	e, err := mls.New(mls.Options{SignaturePrivateKey: sigKey, PastEpochs: n})
-	return brokenEngine{e, h.rule, sigKey}, err
+	b := brokenEngine{Engine: e, rule: h.rule, sig: sigKey}
+	if h.rule == "replay-accepted" {
+		b.seen = map[string]ports.Processed{}
+	}
+	return b, err
 }
 
 func (h *brokenHarness) OpenStore(ctx context.Context, t *testing.T, name string) (ports.Store, error) {
@@ -83,6 +93,8 @@ type brokenEngine struct {
 	*mls.Engine
 	rule string
 	sig  []byte
+	// seen holds the application messages processed, with replay-accepted.
+	seen map[string]ports.Processed
 }
 
 func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte) (ports.Processed, error) {
@@ -91,6 +103,9 @@ func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte)
 	}
 	p, err := b.Engine.Process(ctx, tx, gid, msg)
 	if err == nil {
+		if b.seen != nil && p.Kind == ports.ProcessedApplication {
+			b.seen[string(msg)] = p
+		}
 		return p, nil
 	}
 	var we *ports.WrongEpochError
@@ -115,6 +130,10 @@ func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte)
 	case b.rule == "advance-on-error":
 		if _, cerr := b.Engine.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true}); cerr == nil {
 			_, _ = b.Engine.MergePending(ctx, tx, gid)
+		}
+	case b.rule == "replay-accepted" && errors.Is(err, ports.ErrUndecryptable):
+		if prev, ok := b.seen[string(msg)]; ok {
+			return prev, nil
 		}
 	case b.rule == "not-found-unclassified" && errors.Is(err, ports.ErrGroupNotFound):
 		return p, errors.New(err.Error())

@@ -12,6 +12,7 @@ var failureCases = []testCase{
 	{"FORK-073/OlderEpochCommitIsWrongEpochOlder", testOlderEpoch},
 	{"FORK-073/FutureEpochMessageIsWrongEpochFuture", testFutureEpoch},
 	{"Process/GarbledPrivateMessageIsUndecryptable", testGarbled},
+	{"Process/ReplayedApplicationMessageIsUndecryptable", testReplay},
 	{"Process/MessageOfForkedGroupIsUndecryptable", testForked},
 	{"Process/BadMembershipTagIsInvalid", testBadTag},
 	{"Process/UnknownGroupIsGroupNotFound", testUnknownGroup},
@@ -152,6 +153,17 @@ func testGarbled(e *env) {
 	e.wantClass("PrivateMessage with its last ciphertext byte flipped", err, ports.ErrUndecryptable)
 	b.unchanged("a garbled message", gid, before)
 	b.receive(gid, ct, a, "intact", "aad")
+}
+
+// testReplay: an application message decrypts once; its key is then
+// deleted (RFC 9420 §9.2), so the same message again is undecryptable.
+func testReplay(e *env) {
+	gid, a, b := e.twoMembers("replay")
+	ct := a.encrypt(gid, "once", "")
+	b.receive(gid, ct, a, "once", "")
+	_, err := b.process(gid, ct)
+	e.wantClass("the same application message again", err, ports.ErrUndecryptable)
+	send(gid, a, "the next one", b)
 }
 
 // testForked: a PrivateMessage of another group under the same group id

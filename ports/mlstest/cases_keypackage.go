@@ -17,6 +17,7 @@ var keyPackageCases = []testCase{
 var pastEpochCases = []testCase{
 	{"PastEpochs/LateMessageWithinWindowDecrypts", testPastWithin},
 	{"PastEpochs/LateMessageBeyondWindowIsWrongEpoch", testPastBeyond},
+	{"PastEpochs/PastEpochKeysSurviveRestart", testPastRestart},
 }
 
 // testKeyPackageRoundTrip: a created key package validates, with the
@@ -103,12 +104,15 @@ func (e *env) needPastEpochs() int {
 }
 
 // lateMessage sends a message from b at epoch 1, then a commits n times
-// and processes it at epoch 1+n.
-func (e *env) lateMessage(label string, n int) (ports.Processed, *member, error) {
+// and processes it at epoch 1+n, after restarting when restart is set.
+func (e *env) lateMessage(label string, n int, restart bool) (ports.Processed, *member, error) {
 	gid, a, b := e.twoMembers(label)
 	ct := b.encrypt(gid, "late", "")
 	for range n {
 		a.commitAndMerge(gid, ports.CommitOptions{ForcePath: true})
+	}
+	if restart {
+		a.restart()
 	}
 	p, err := a.process(gid, ct)
 	return p, b, err
@@ -117,7 +121,7 @@ func (e *env) lateMessage(label string, n int) (ports.Processed, *member, error)
 // testPastWithin: a message of an epoch PastEpochs epochs back decrypts.
 func testPastWithin(e *env) {
 	n := e.needPastEpochs()
-	p, b, err := e.lateMessage("past-within", n)
+	p, b, err := e.lateMessage("past-within", n, false)
 	if err != nil {
 		e.t.Fatalf("message of %d epochs back, with %d past epochs kept: %v", n, n, err)
 	}
@@ -130,6 +134,20 @@ func testPastWithin(e *env) {
 // wrong-epoch failure, relation older.
 func testPastBeyond(e *env) {
 	n := e.needPastEpochs() + 1
-	_, _, err := e.lateMessage("past-beyond", n)
+	_, _, err := e.lateMessage("past-beyond", n, false)
 	e.wantEpoch("message beyond the kept past epochs", err, ports.EpochOlder, 1, uint64(1+n))
+}
+
+// testPastRestart: the keys of retained past epochs are state like any
+// other: a late message of an epoch PastEpochs back decrypts after the
+// receiver restarts.
+func testPastRestart(e *env) {
+	n := e.needPastEpochs()
+	p, b, err := e.lateMessage("past-restart", n, true)
+	if err != nil {
+		e.t.Fatalf("message of %d epochs back after a restart: %v", n, err)
+	}
+	if string(p.Application) != "late" || p.Sender.InboxID != b.inbox {
+		e.t.Fatalf("late message after a restart: %q from %q", p.Application, p.Sender.InboxID)
+	}
 }

@@ -18,8 +18,8 @@ var lifecycleCases = []testCase{
 // epoch 1 with equal authenticators and tree hashes; application messages
 // cross both ways; b's update with a path (ForcePath) changes the tree
 // and both agree on epoch 2; a removes b, b reads its removal
-// (RemovesSelf), its state turns inactive and Encrypt fails with
-// ErrInactive.
+// (RemovesSelf), its state turns inactive and Encrypt, Commit and Export
+// fail with ErrInactive.
 func testTwoMembers(e *env) {
 	gid, a, b := e.twoMembers("two")
 	send(gid, a, "hello b", b)
@@ -61,12 +61,23 @@ func testTwoMembers(e *env) {
 	if v := b.mustView(gid); v.Active {
 		e.t.Fatal("b: Group reports the group active after b's removal")
 	}
-	err = b.tx(func(ctx context.Context, tx ports.Tx) error {
-		_, err := b.mls.Encrypt(ctx, tx, gid, []byte("still here?"), nil)
-		return err
-	})
-	if !errors.Is(err, ports.ErrInactive) {
-		e.t.Fatalf("b: Encrypt after its removal: %v, want ErrInactive", err)
+	for name, op := range map[string]func(ctx context.Context, tx ports.Tx) error{
+		"Encrypt": func(ctx context.Context, tx ports.Tx) error {
+			_, err := b.mls.Encrypt(ctx, tx, gid, []byte("still here?"), nil)
+			return err
+		},
+		"Commit": func(ctx context.Context, tx ports.Tx) error {
+			_, err := b.mls.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
+			return err
+		},
+		"Export": func(ctx context.Context, tx ports.Tx) error {
+			_, err := b.mls.Export(ctx, tx, gid, "mlstest", nil, 32)
+			return err
+		},
+	} {
+		if err := b.tx(op); !errors.Is(err, ports.ErrInactive) {
+			e.t.Errorf("b: %s after its removal: %v, want ErrInactive", name, err)
+		}
 	}
 	if v := agree(gid, 3, a); len(v[0].Members) != 1 {
 		e.t.Fatalf("a after removing b has %d members", len(v[0].Members))
@@ -75,8 +86,9 @@ func testTwoMembers(e *env) {
 
 // testThreeMembers: a adds b and c in one commit; all three agree at epoch
 // 1 (authenticator, tree hash, members, exported secret); c updates with a
-// path and all agree at epoch 2; a removes b, a and c agree at epoch 3
-// while b reads its removal; messages reach every member at every epoch.
+// path and all agree at epoch 2; b sets a group context extension and all
+// agree at epoch 3; a removes b, a and c agree at epoch 4 while b reads
+// its removal; messages reach every member at every epoch.
 func testThreeMembers(e *env) {
 	gid := groupID("three")
 	a, b, c := e.newMember("a"), e.newMember("b"), e.newMember("c")
@@ -101,6 +113,16 @@ func testThreeMembers(e *env) {
 	send(gid, c, "epoch 2 from c", a, b)
 	send(gid, b, "epoch 2 from b", a, c)
 
+	ext := []ports.Extension{{Type: suiteExtension, Data: []byte("set by b")}}
+	out = b.commit(gid, ports.CommitOptions{GroupContextExtensions: ext})
+	a.applyCommit(gid, out.Commit)
+	c.applyCommit(gid, out.Commit)
+	b.mergePending(gid)
+	if v := agree(gid, 3, a, b, c); !hasExtension(v[0], ext[0]) {
+		e.t.Fatalf("after b set a group context extension, the extensions are %v", v[0].Extensions)
+	}
+	send(gid, a, "epoch 3 from a", b, c)
+
 	out, _ = a.commitAndMerge(gid, ports.CommitOptions{Remove: []uint32{leafOf(b, va)}})
 	c.applyCommit(gid, out.Commit)
 	p, err := b.process(gid, out.Commit)
@@ -110,12 +132,12 @@ func testThreeMembers(e *env) {
 	if v := b.mergeStaged(gid); v.Active {
 		e.t.Fatal("b is still active after its removal")
 	}
-	views := agree(gid, 3, a, c)
-	if len(views[0].Members) != 2 {
-		e.t.Fatalf("after removing b the group has %d members, want 2", len(views[0].Members))
+	views := agree(gid, 4, a, c)
+	if len(views[0].Members) != 2 || !hasExtension(views[0], ext[0]) {
+		e.t.Fatalf("after removing b the group has %d members and extensions %v", len(views[0].Members), views[0].Extensions)
 	}
-	send(gid, a, "epoch 3 from a", c)
-	send(gid, c, "epoch 3 from c", a)
+	send(gid, a, "epoch 4 from a", c)
+	send(gid, c, "epoch 4 from c", a)
 	ct := a.encrypt(gid, "not for b", "")
 	if _, err := b.process(gid, ct); err == nil {
 		e.t.Fatal("b, removed, read a message of the epoch after its removal")
@@ -140,4 +162,13 @@ func testForcePath(e *env) {
 	b.join(withPath.Welcome, kp, a)
 	agree(gid, 1, a, b)
 	send(gid, b, "joined by a commit with a path", a)
+}
+
+func hasExtension(v ports.GroupView, want ports.Extension) bool {
+	for _, x := range v.Extensions {
+		if x.Type == want.Type && bytes.Equal(x.Data, want.Data) {
+			return true
+		}
+	}
+	return false
 }

@@ -81,7 +81,8 @@ func testRestartStaged(e *env) {
 }
 
 // testRestartJoined: b restarts right after installing the Welcome and
-// keeps reading and sending, and applies a's next commit.
+// keeps reading and sending, and applies a's next commit; a message it
+// read before restarting stays spent (its key deleted) after it.
 func testRestartJoined(e *env) {
 	gid, a, b := e.twoMembers("restart-joined")
 	ct := a.encrypt(gid, "sent before b's restart", "")
@@ -90,6 +91,8 @@ func testRestartJoined(e *env) {
 	send(gid, b, "after b's restart", a)
 	out, _ := a.commitAndMerge(gid, ports.CommitOptions{ForcePath: true})
 	b.restart()
+	_, err := b.process(gid, ct)
+	e.wantClass("a message read before the restart, again", err, ports.ErrUndecryptable)
 	b.applyCommit(gid, out.Commit)
 	agree(gid, 2, a, b)
 }

@@ -205,12 +205,18 @@ func (m *member) credential() []byte {
 	return b
 }
 
+// suiteExtension is a group context extension type from the private-use
+// range (RFC 9420 §17.3) that every member's leaf advertises, so that a
+// commit may set it.
+const suiteExtension = 0xff7a
+
 // keyPackageOptions are the options of a valid key package of the member,
 // valid from an hour ago for a day.
 func (m *member) keyPackageOptions() ports.KeyPackageOptions {
 	now := time.Now()
 	return ports.KeyPackageOptions{Credential: m.credential(), SignaturePrivateKey: m.sig,
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour)}
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		CapabilityExtensions: []uint16{suiteExtension}}
 }
 
 // keyPackage creates a key package of the member.

@@ -39,7 +39,9 @@ var mutations = []struct {
 	{"lifetime-always-checked", []string{"JOIN-008/ExpiredKeyPackageFailsOnlyWithNow"}},
 	{"accept-tampered", []string{"JOIN-007/TamperedKeyPackageFails"}},
 	{"keep-more-epochs", []string{"PastEpochs/LateMessageBeyondWindowIsWrongEpoch"}},
-	{"keep-fewer-epochs", []string{"PastEpochs/LateMessageWithinWindowDecrypts"}},
+	{"keep-fewer-epochs", []string{"PastEpochs/LateMessageWithinWindowDecrypts", "PastEpochs/PastEpochKeysSurviveRestart"}},
+	{"replay-accepted", []string{"Process/ReplayedApplicationMessageIsUndecryptable"}},
+	{"forget-past-epochs-on-reopen", []string{"PastEpochs/PastEpochKeysSurviveRestart"}},
 }
 
 // TestSuiteCatchesBrokenEngines runs the suite, in a child process, on the
