@@ -167,7 +167,8 @@ func testReplay(e *env) {
 }
 
 // testForked: a PrivateMessage of another group under the same group id
-// and epoch (a fork: same id, other keys) is undecryptable.
+// and epoch (a fork: same id, other keys) is undecryptable; a commit of
+// that fork fails with one class; neither changes the group.
 func testForked(e *env) {
 	gid, a, b := e.twoMembers("forked")
 	c := e.newMember("c")
@@ -177,7 +178,15 @@ func testForked(e *env) {
 	before := b.mustView(gid)
 	_, err := b.process(gid, ct)
 	e.wantClass("PrivateMessage of a forked group at the same epoch", err, ports.ErrUndecryptable)
-	b.unchanged("a forked message", gid, before)
+	fork := c.commit(gid, ports.CommitOptions{ForcePath: true})
+	_, err = b.process(gid, fork.Commit)
+	if err == nil {
+		e.t.Fatal("b staged a commit of a forked group at its epoch")
+	}
+	if _, why := classOf(err); why != nil {
+		e.t.Fatalf("commit of a forked group at the same epoch: %v", why)
+	}
+	b.unchanged("messages of a fork", gid, before)
 	send(gid, a, "still fine", b)
 }
 

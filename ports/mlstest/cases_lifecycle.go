@@ -12,6 +12,7 @@ var lifecycleCases = []testCase{
 	{"Lifecycle/TwoMembersAgreeAtEveryEpoch", testTwoMembers},
 	{"Lifecycle/ThreeMembersAgreeAtEveryEpoch", testThreeMembers},
 	{"Lifecycle/ForcePathAddsUpdatePath", testForcePath},
+	{"Lifecycle/WelcomeNeedsItsKeyPackage", testWelcomeOtherKeyPackage},
 }
 
 // testTwoMembers: a creates the group and adds b by Welcome; both hold
@@ -171,4 +172,27 @@ func hasExtension(v ports.GroupView, want ports.Extension) bool {
 		}
 	}
 	return false
+}
+
+// testWelcomeOtherKeyPackage: a Welcome staged with the private keys of a
+// key package it was not made for fails and installs nothing; staged with
+// its own key package it installs.
+func testWelcomeOtherKeyPackage(e *env) {
+	gid := groupID("welcome-other")
+	a, b := e.newMember("a"), e.newMember("b")
+	a.create(gid)
+	kp, other := b.keyPackage(), b.keyPackage()
+	out, _ := a.commitAndMerge(gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
+	err := b.tx(func(ctx context.Context, tx ports.Tx) error {
+		_, err := b.mls.StageWelcome(ctx, tx, out.Welcome, record(other))
+		return err
+	})
+	if err == nil {
+		e.t.Fatal("StageWelcome staged a Welcome with the keys of a key package it was not made for")
+	}
+	if _, err := b.view(gid); !errors.Is(err, ports.ErrGroupNotFound) {
+		e.t.Fatalf("Group after a refused Welcome: %v, want ErrGroupNotFound", err)
+	}
+	b.join(out.Welcome, kp, a)
+	agree(gid, 1, a, b)
 }

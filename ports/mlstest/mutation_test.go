@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/regroup-mls/regroup/ports/mlstest"
 )
 
 // envBreak selects the rule TestBrokenTarget's engine or store breaks.
@@ -35,6 +37,7 @@ var mutations = []struct {
 	{"drop-force-path", []string{"Lifecycle/ForcePathAddsUpdatePath"}},
 	{"export-per-installation", []string{"Lifecycle/ThreeMembersAgreeAtEveryEpoch"}},
 	{"stage-installs", []string{"Lifecycle/TwoMembersAgreeAtEveryEpoch"}},
+	{"stage-any-key-package", []string{"Lifecycle/WelcomeNeedsItsKeyPackage"}},
 	{"no-lifetime-check", []string{"JOIN-008/ExpiredKeyPackageFailsOnlyWithNow"}},
 	{"lifetime-always-checked", []string{"JOIN-008/ExpiredKeyPackageFailsOnlyWithNow"}},
 	{"accept-tampered", []string{"JOIN-007/TamperedKeyPackageFails"}},
@@ -42,6 +45,15 @@ var mutations = []struct {
 	{"keep-fewer-epochs", []string{"PastEpochs/LateMessageWithinWindowDecrypts", "PastEpochs/PastEpochKeysSurviveRestart"}},
 	{"replay-accepted", []string{"Process/ReplayedApplicationMessageIsUndecryptable"}},
 	{"forget-past-epochs-on-reopen", []string{"PastEpochs/PastEpochKeysSurviveRestart"}},
+}
+
+// TestSuitePassesRealEngine is the baseline of the mutation test: with
+// nothing broken, every case passes, so the failures the mutation test
+// requires come from the rule it breaks.
+func TestSuitePassesRealEngine(t *testing.T) {
+	mlstest.Run(t, func(t *testing.T) mlstest.Harness {
+		return &brokenHarness{dir: t.TempDir(), opens: map[string]int{}, engines: map[string]int{}}
+	})
 }
 
 // TestSuiteCatchesBrokenEngines runs the suite, in a child process, on the
