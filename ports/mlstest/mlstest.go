@@ -20,6 +20,26 @@
 // capability the harness does not declare in [Caps] is skipped with the
 // reason, never passed silently.
 //
+// # Cases
+//
+//   - Lifecycle: two and three members through adds (several in one
+//     commit), updates with a path, a group context extension and a
+//     removal, agreeing at every epoch; ForcePath puts an UpdatePath in a
+//     commit that needs none; a Welcome opens only with its key package.
+//   - Restart: the store is closed and opened again under a new engine
+//     with a commit pending, with a commit staged, and after a join.
+//   - JOIN-046: writes of a transaction that fails are not kept.
+//   - FORK-073 and Process: wrong epoch (older, future), undecryptable
+//     (garbled, replayed, forked), invalid (membership tag), unknown
+//     group, and hostile input that never panics and changes nothing.
+//     The suite commits the transaction around a failed Process, as a
+//     caller recording a terminal rejection does (FORK-002), so a failure
+//     must not write group state.
+//   - JOIN-007, JOIN-008: key packages round-trip; tampered ones fail;
+//     the lifetime is checked exactly when ValidateOptions.Now is set.
+//   - PastEpochs: late application messages within the declared bound
+//     decrypt, also after a restart; beyond it they are of a wrong epoch.
+//
 // # Writing a harness
 //
 // The suite creates installation signature keys itself: 32-byte Ed25519
@@ -27,7 +47,9 @@
 // ciphersuite MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519 or any
 // other Ed25519 suite the engine chooses. Credentials are basic
 // credentials holding a serialized MlsCredential, whose inbox id the suite
-// expects back in [ports.Member.InboxID].
+// expects back in [ports.Member.InboxID]. Key packages advertise the
+// private-use extension type 0xff7a in their capabilities, and one commit
+// sets it as a group context extension.
 //
 // # What the port cannot express
 //
