@@ -184,8 +184,39 @@ var migrations = []migration{{
 		// sessions, which API-289 needs (see the package doc).
 		`CREATE SEQUENCE delivery_sequence_ids AS BIGINT MINVALUE 1 START WITH 1 CACHE 1 NO CYCLE`,
 		`SELECT setval('delivery_sequence_ids', COALESCE(MAX(last_id), 0) + 1, false) FROM delivery_topics`,
+		takeIDsFunction,
 	},
 }}
+
+// takeIDsFunction is Append's first step on PostgreSQL, in one round
+// trip: lock the rows of the batch's topics in the order given (ascending),
+// then take one id per envelope from the sequence, in call order, record
+// each topic's highest id and return the ids in input order. topics_hex
+// lists the topics comma-separated, each as "x" and its hex;
+// envelope_topics gives, per envelope, the 1-based index of its topic in
+// that list.
+const takeIDsFunction = `CREATE FUNCTION delivery_take_ids(topics_hex text, envelope_topics integer[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+	topics bytea[];
+	ids bigint[];
+	i integer;
+BEGIN
+	SELECT array_agg(decode(substr(h, 2), 'hex') ORDER BY o) INTO topics
+		FROM unnest(string_to_array(topics_hex, ',')) WITH ORDINALITY AS x(h, o);
+	FOR i IN 1..cardinality(topics) LOOP
+		INSERT INTO delivery_topics (topic, last_id) VALUES (topics[i], 0)
+			ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id;
+	END LOOP;
+	FOR i IN 1..cardinality(envelope_topics) LOOP
+		ids[i] := nextval('delivery_sequence_ids');
+	END LOOP;
+	UPDATE delivery_topics AS d SET last_id = m.last
+		FROM (SELECT u.t, max(u.id) FROM unnest(envelope_topics, ids) AS u(t, id) GROUP BY u.t) AS m(t, last)
+		WHERE d.topic = topics[m.t];
+	RETURN QUERY SELECT unnest(ids);
+END
+$fn$`
 
 // migrate applies every migration newer than the recorded version, each in
 // its own transaction together with the version record.

@@ -26,8 +26,10 @@
 //
 // On PostgreSQL the counter is the sequence delivery_sequence_ids (CACHE 1,
 // so values increase in the order nextval is called, across sessions) and
-// publishes to different topics commit in parallel. Why the ordering
-// holds:
+// publishes to different topics commit in parallel. Steps 1 to 3 run in
+// one round trip, the function delivery_take_ids (migration 2), whose
+// statements run in that order; the envelopes are inserted next. Why the
+// ordering holds:
 //
 //   - Same topic: a batch calls nextval only while it holds the topic's
 //     row lock, and keeps that lock until it commits or rolls back. A
@@ -64,9 +66,12 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -177,37 +182,21 @@ func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64,
 		}
 	}
 	sort.Strings(topics)
+	var ids []uint64
+	var err error
 	if s.dialect == "postgres" {
-		// Step 1: lock every topic row (creating it when new) before any
-		// nextval. On SQLite the writer's transaction excludes every
-		// other writer already.
-		for _, t := range topics {
-			err := tx.Exec(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, 0)
-				ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id`, blob(t)).Error
-			if err != nil {
-				return nil, fmt.Errorf("lock topic: %w", err)
-			}
-		}
+		ids, err = takeIDsPostgres(tx, topics, envs)
+	} else {
+		ids, err = takeIDsSQLite(tx, topics, envs)
 	}
-	ids, err := s.takeIDs(tx, len(envs))
 	if err != nil {
 		return nil, err
 	}
-	highest := make(map[string]int64, len(topics))
 	rows := make([]envelopeRow, len(envs))
 	for i, e := range envs {
-		id := int64(ids[i])
-		highest[string(e.Topic)] = id // ids ascend in input order
 		rows[i] = envelopeRow{
-			Topic: e.Topic, SequenceID: id, ServerTimestampNS: e.ServerTimestampNS,
+			Topic: e.Topic, SequenceID: int64(ids[i]), ServerTimestampNS: e.ServerTimestampNS,
 			ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
-		}
-	}
-	for _, t := range topics {
-		err := tx.Exec(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
-			ON CONFLICT (topic) DO UPDATE SET last_id = excluded.last_id`, blob(t), highest[t]).Error
-		if err != nil {
-			return nil, fmt.Errorf("record highest id: %w", err)
 		}
 	}
 	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
@@ -221,32 +210,28 @@ func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64,
 	return ids, nil
 }
 
-// takeIDs takes n ids from the global counter inside tx, ascending.
-func (s *Store) takeIDs(tx *gorm.DB, n int) ([]uint64, error) {
-	ids := make([]uint64, 0, n)
-	if s.dialect != "postgres" {
-		var last int64
-		err := tx.Raw(`UPDATE delivery_sequence SET last_id = last_id + ? WHERE id = 1 RETURNING last_id`, n).Row().Scan(&last)
-		if err != nil {
-			return nil, fmt.Errorf("take sequence ids: %w", err)
-		}
-		for id := last - int64(n) + 1; id <= last; id++ {
-			ids = append(ids, uint64(id))
-		}
-		return ids, nil
+// takeIDsPostgres runs the three steps of the package doc in one call of
+// delivery_take_ids (migration 2): lock the topic rows in the ascending
+// order of topics, take the ids with nextval, record each topic's highest
+// id. It returns the ids in input order.
+func takeIDsPostgres(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope) ([]uint64, error) {
+	index := make(map[string]int, len(topics))
+	hexes := make([]string, len(topics))
+	for i, t := range topics {
+		index[t] = i + 1
+		hexes[i] = "x" + hex.EncodeToString([]byte(t)) // "x" keeps an empty topic a list element
 	}
-	if n == 1 {
-		var id int64
-		if err := tx.Raw(`SELECT nextval('delivery_sequence_ids')`).Row().Scan(&id); err != nil {
-			return nil, fmt.Errorf("take sequence ids: %w", err)
-		}
-		return append(ids, uint64(id)), nil
+	refs := make([]string, len(envs))
+	for i, e := range envs {
+		refs[i] = strconv.Itoa(index[string(e.Topic)])
 	}
-	rows, err := tx.Raw(`SELECT nextval('delivery_sequence_ids') FROM generate_series(1, ?)`, n).Rows()
+	rows, err := tx.Raw(`SELECT * FROM delivery_take_ids(?, ?::integer[])`,
+		strings.Join(hexes, ","), "{"+strings.Join(refs, ",")+"}").Rows()
 	if err != nil {
 		return nil, fmt.Errorf("take sequence ids: %w", err)
 	}
 	defer rows.Close()
+	ids := make([]uint64, 0, len(envs))
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
@@ -257,12 +242,40 @@ func (s *Store) takeIDs(tx *gorm.DB, n int) ([]uint64, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("take sequence ids: %w", err)
 	}
-	if len(ids) != n {
-		return nil, fmt.Errorf("take sequence ids: got %d of %d", len(ids), n)
+	if len(ids) != len(envs) {
+		return nil, fmt.Errorf("take sequence ids: got %d of %d", len(ids), len(envs))
 	}
-	// Calls within one statement are ordered too, but the rows need not
-	// come back in that order.
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			return nil, fmt.Errorf("take sequence ids: id %d follows %d", ids[i], ids[i-1])
+		}
+	}
+	return ids, nil
+}
+
+// takeIDsSQLite raises the shared counter by the batch's size and records
+// each topic's highest id. The writer's transaction already excludes every
+// other writer, so no topic lock is needed first.
+func takeIDsSQLite(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope) ([]uint64, error) {
+	var last int64
+	err := tx.Raw(`UPDATE delivery_sequence SET last_id = last_id + ? WHERE id = 1 RETURNING last_id`, len(envs)).Row().Scan(&last)
+	if err != nil {
+		return nil, fmt.Errorf("take sequence ids: %w", err)
+	}
+	ids := make([]uint64, len(envs))
+	highest := make(map[string]int64, len(topics))
+	for i, e := range envs {
+		id := last - int64(len(envs)) + 1 + int64(i)
+		ids[i] = uint64(id)
+		highest[string(e.Topic)] = id
+	}
+	for _, t := range topics {
+		err := tx.Exec(`INSERT INTO delivery_topics (topic, last_id) VALUES (?, ?)
+			ON CONFLICT (topic) DO UPDATE SET last_id = excluded.last_id`, blob(t), highest[t]).Error
+		if err != nil {
+			return nil, fmt.Errorf("record highest id: %w", err)
+		}
+	}
 	return ids, nil
 }
 

@@ -2,12 +2,17 @@
 // and on PostgreSQL (when REGROUP_POSTGRES_DSN is set):
 //
 //   - steady run: N concurrent publishers over M topics on loopback for a
-//     fixed time while a subscribed reader checks every topic for gaps,
-//     duplicates and order; it prints throughput and p50/p99 publish
-//     latency;
+//     fixed time while a subscribed reader follows every topic; afterwards
+//     each topic must hold exactly the acknowledged envelopes at their
+//     ids, ascending, and the reader must have received exactly those ids
+//     of each topic in order (ids come from one counter shared by all
+//     topics, so a topic's ids have gaps; what is checked is that nothing
+//     is missed, duplicated or reordered); it prints throughput and
+//     p50/p99 publish latency;
 //   - fault run: the same load while regroupd is killed with SIGKILL and
 //     restarted; afterwards every acknowledged envelope must be present
-//     with the id it was acknowledged with;
+//     with the id it was acknowledged with, and the reader must have
+//     received exactly what each topic holds;
 //   - raw insert rate: single-row INSERTs into a plain table of the same
 //     database by the same number of writers, the reference the
 //     throughput is read against.
