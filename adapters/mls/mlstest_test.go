@@ -21,7 +21,7 @@ const pastEpochs = 2
 type suiteHarness struct{ dir string }
 
 func (h *suiteHarness) Caps() mlstest.Caps {
-	return mlstest.Caps{Reopen: true, BoundedPastEpochs: true, PastEpochs: pastEpochs, Parallel: true}
+	return mlstest.Caps{Reopen: true, BoundedPastEpochs: true, PastEpochs: pastEpochs, RejectsUnknownVersion: true, Parallel: true}
 }
 
 func (h *suiteHarness) MakeEngine(t *testing.T, sigKey []byte) (ports.MLS, error) {

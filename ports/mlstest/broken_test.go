@@ -41,7 +41,7 @@ type brokenHarness struct {
 }
 
 func (h *brokenHarness) Caps() mlstest.Caps {
-	return mlstest.Caps{Reopen: true, BoundedPastEpochs: true, PastEpochs: pastEpochs, Parallel: true}
+	return mlstest.Caps{Reopen: true, BoundedPastEpochs: true, PastEpochs: pastEpochs, RejectsUnknownVersion: true, Parallel: true}
 }
 
 func (h *brokenHarness) MakeEngine(t *testing.T, sigKey []byte) (ports.MLS, error) {

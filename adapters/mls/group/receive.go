@@ -52,6 +52,11 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 	if m == nil {
 		return nil, invalid("no message")
 	}
+	if m.Version != message.MLS10 {
+		// §6: mls10 is the only version; a message of any other is not one
+		// this group's members can have sent under its rules.
+		return nil, invalid("protocol version %d is not mls10", m.Version)
+	}
 	var (
 		groupID []byte
 		epoch   uint64
