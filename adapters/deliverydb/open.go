@@ -205,15 +205,24 @@ BEGIN
 	SELECT array_agg(decode(substr(h, 2), 'hex') ORDER BY o) INTO topics
 		FROM unnest(string_to_array(topics_hex, ',')) WITH ORDINALITY AS x(h, o);
 	FOR i IN 1..cardinality(topics) LOOP
-		INSERT INTO delivery_topics (topic, last_id) VALUES (topics[i], 0)
-			ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id;
+		-- Lock the row; create (and so lock) it when the topic is new. A
+		-- concurrent creator makes ON CONFLICT wait for it, then lock.
+		PERFORM 1 FROM delivery_topics WHERE topic = topics[i] FOR UPDATE;
+		IF NOT FOUND THEN
+			INSERT INTO delivery_topics (topic, last_id) VALUES (topics[i], 0)
+				ON CONFLICT (topic) DO UPDATE SET last_id = delivery_topics.last_id;
+		END IF;
 	END LOOP;
 	FOR i IN 1..cardinality(envelope_topics) LOOP
 		ids[i] := nextval('delivery_sequence_ids');
 	END LOOP;
-	UPDATE delivery_topics AS d SET last_id = m.last
-		FROM (SELECT u.t, max(u.id) FROM unnest(envelope_topics, ids) AS u(t, id) GROUP BY u.t) AS m(t, last)
-		WHERE d.topic = topics[m.t];
+	IF cardinality(topics) = 1 THEN
+		UPDATE delivery_topics SET last_id = ids[cardinality(ids)] WHERE topic = topics[1];
+	ELSE
+		UPDATE delivery_topics AS d SET last_id = m.last
+			FROM (SELECT u.t, max(u.id) FROM unnest(envelope_topics, ids) AS u(t, id) GROUP BY u.t) AS m(t, last)
+			WHERE d.topic = topics[m.t];
+	END IF;
 	RETURN QUERY SELECT unnest(ids);
 END
 $fn$`
