@@ -24,8 +24,9 @@ type appendReq struct {
 // groupCommitter is SQLite's single writer: it takes every append queued
 // while its previous transaction committed and commits them in one
 // transaction, each in a savepoint, so one fsync serves many appends. The
-// appends of a group are applied in queue order, so ids follow commit
-// order and a reader never sees id n+1 without n.
+// appends of a group take ids from the shared counter in queue order and
+// become visible together, so on every topic ids follow commit order and
+// a reader re-reading from its cursor never misses an envelope.
 type groupCommitter struct {
 	s     *Store
 	reqs  chan *appendReq
