@@ -38,10 +38,11 @@ type TopicCursor struct {
 // Transport reaches a delivery service. Every method honours ctx's deadline
 // and cancellation.
 //
-// The delivery service guarantees (API-201, API-286 to API-289): a topic's
-// sequence ids start at 1, strictly increase and are never reused; a read
-// returns a prefix of the topic in sequence id order; a publish that
-// follows a visible envelope gets a higher sequence id.
+// The delivery service guarantees (API-201, API-286 to API-289, COMP-041):
+// sequence ids come from one counter shared by all topics, so a topic's ids
+// strictly increase, have gaps, and are never reused; a read returns a
+// prefix of the topic in sequence id order; a publish that follows a
+// visible envelope, on any topic, gets a higher sequence id.
 type Transport interface {
 	// Publish stores the envelopes and returns the sequence id assigned to
 	// each, in order. An envelope the service refuses for what it is fails
