@@ -142,7 +142,7 @@ func TestCOMP081_ChallengeAuthentication(t *testing.T) {
 	defer cc.Close()
 	api := deliverypb.NewDeliveryClient(cc)
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	if _, err := api.Authenticate(ctx(t), &deliverypb.AuthenticateRequest{InstallationKey: pub, Signature: make([]byte, 64)}); !errors.Is(FromStatus(nil, "auth", err), ports.ErrUnauthenticated) {
+	if _, err := api.Authenticate(ctx(t), &deliverypb.AuthenticateRequest{InstallationKey: pub, Signature: make([]byte, 64)}); !errors.Is(FromStatus(context.Background(), "auth", err), ports.ErrUnauthenticated) {
 		t.Fatalf("Authenticate without a challenge: %v", err)
 	}
 	ch, err := api.Challenge(ctx(t), &deliverypb.ChallengeRequest{})

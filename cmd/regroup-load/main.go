@@ -63,7 +63,7 @@ func main() {
 	defer os.RemoveAll(dir)
 
 	type db struct {
-		name, database, schema string
+		name, database string
 	}
 	dbs := []db{{name: "sqlite", database: filepath.Join(dir, "steady.db")}}
 	if dsn := os.Getenv("REGROUP_POSTGRES_DSN"); dsn != "" {

@@ -142,9 +142,6 @@ func (w *world) stateAt(seq uint64) *groupModel {
 	return w.g
 }
 
-// skipMessages advances the group-message topic by n application messages.
-func (w *world) skipMessages(n uint64) { w.g.seq += n }
-
 // pad publishes n commit-log envelopes that open to nothing (valid publish
 // signature, ciphertext under no key), so that commit-log sequence ids run
 // ahead of the group-message sequence ids the entries name. The harness
@@ -168,21 +165,20 @@ func (w *world) pad(n int) {
 }
 
 type client struct {
-	w       *world
-	name    string
-	inbox   string
-	priv    ed25519.PrivateKey
-	pub     []byte
-	path    string
-	store   *sqlite.Store
-	log     *commitlog.Log
-	tr      ports.Transport
-	opts    commitlog.Options
-	view    ports.GroupView
-	mu      sync.Mutex
-	events  []commitlog.ForkEvent
-	joined  bool
-	viewsrc *viewSource
+	w      *world
+	name   string
+	inbox  string
+	priv   ed25519.PrivateKey
+	pub    []byte
+	path   string
+	store  *sqlite.Store
+	log    *commitlog.Log
+	tr     ports.Transport
+	opts   commitlog.Options
+	view   ports.GroupView
+	mu     sync.Mutex
+	events []commitlog.ForkEvent
+	joined bool
 }
 
 // viewSource serves a client's recorded ratchet tree as its MLS state.
@@ -304,16 +300,6 @@ func (c *client) reject(seq uint64, err error) {
 		}
 		return tx.Groups().Update(c.w.ctx, c.w.g.keys.GroupID, func(g *ports.Group) error {
 			g.Cursor = seq
-			return nil
-		})
-	})
-}
-
-// catchUp moves the cursor past application messages.
-func (c *client) catchUp() {
-	c.tx(func(tx ports.Tx) error {
-		return tx.Groups().Update(c.w.ctx, c.w.g.keys.GroupID, func(g *ports.Group) error {
-			g.Cursor = c.w.g.seq
 			return nil
 		})
 	})

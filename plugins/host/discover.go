@@ -19,7 +19,6 @@ const BinaryPrefix = "regroup-plugin-"
 
 type binary struct {
 	name, path string
-	checksum   []byte // nil when not pinned
 }
 
 // discover lists the plugin executables in dir in name order.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -107,8 +106,8 @@ func examplePlugin(t testing.TB) string {
 	t.Helper()
 	exampleOnce.Do(func() {
 		examplePath = filepath.Join(sharedTemp(t), "bin", BinaryPrefix+"xwing")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(gobin, "build", "-o", examplePath, "github.com/regroup-mls/regroup/examples/plugin-xwing").CombinedOutput()
+		// go test puts its own toolchain first on PATH.
+		out, err := exec.Command("go", "build", "-o", examplePath, "github.com/regroup-mls/regroup/examples/plugin-xwing").CombinedOutput()
 		if err != nil {
 			exampleErr = fmt.Errorf("go build examples/plugin-xwing: %v\n%s", err, out)
 		}

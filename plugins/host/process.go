@@ -138,7 +138,7 @@ func (p *process) call(ctx context.Context, what string, f func(context.Context,
 	if err == nil {
 		return nil
 	}
-	mapped, verdict := protocol.FromRPC(ctx, err)
+	verdict, mapped := protocol.FromRPC(ctx, err)
 	if verdict != protocol.Healthy {
 		// The next call starts a fresh process.
 		p.bad.Store(gen)
@@ -160,6 +160,6 @@ func (p *process) close() {
 }
 
 func wrapRemote(ctx context.Context, what, name string, err error) error {
-	mapped, _ := protocol.FromRPC(ctx, err)
+	_, mapped := protocol.FromRPC(ctx, err)
 	return fmt.Errorf("%s via plugin %s: %w", what, name, mapped)
 }

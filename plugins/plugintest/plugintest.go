@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,8 +54,8 @@ func Build(t testing.TB, pkg string, opts *host.Options) *host.Host {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, host.BinaryPrefix+"under-test")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(gobin, "build", "-o", bin, pkg)
+	// go test puts its own toolchain first on PATH.
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Env = os.Environ()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("plugintest: go build %s: %v\n%s", pkg, err, out)

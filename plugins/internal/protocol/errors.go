@@ -68,14 +68,14 @@ type remoteError struct {
 func (e *remoteError) Error() string   { return e.msg }
 func (e *remoteError) Unwrap() []error { return e.classes }
 
-// FromRPC maps the error of an RPC made under ctx back to the ports error
-// class the plugin reported, or to ports.ErrAlgorithmUnavailable (with the
-// context error) when the plugin did not answer, and says whether the
-// process is still usable.
-func FromRPC(ctx context.Context, err error) (error, Verdict) {
+// FromRPC says whether the plugin process is still usable after an RPC made
+// under ctx failed with err, and maps err back to the ports error class the
+// plugin reported, or to ports.ErrAlgorithmUnavailable (with the context
+// error) when the plugin did not answer.
+func FromRPC(ctx context.Context, err error) (Verdict, error) {
 	st, ok := status.FromError(err)
 	if !ok {
-		return unavailable(ctx, err.Error()), Dead
+		return Dead, unavailable(ctx, err.Error())
 	}
 	for _, d := range st.Details() {
 		pe, ok := d.(*pluginpb.Error)
@@ -87,21 +87,21 @@ func FromRPC(ctx context.Context, err error) (error, Verdict) {
 				continue
 			}
 			if c.code == pluginpb.ErrorCode_ERROR_CODE_CANCELED || c.code == pluginpb.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
-				return unavailable(ctx, pe.GetMessage()), Healthy
+				return Healthy, unavailable(ctx, pe.GetMessage())
 			}
-			return &remoteError{msg: pe.GetMessage(), classes: []error{c.class}}, Healthy
+			return Healthy, &remoteError{msg: pe.GetMessage(), classes: []error{c.class}}
 		}
-		return fmt.Errorf("%w: plugin error of unknown class: %s", ports.ErrAlgorithmUnavailable, pe.GetMessage()), Healthy
+		return Healthy, fmt.Errorf("%w: plugin error of unknown class: %s", ports.ErrAlgorithmUnavailable, pe.GetMessage())
 	}
 	switch st.Code() {
 	case codes.DeadlineExceeded:
-		return unavailable(ctx, "plugin did not answer before the deadline"), Hung
+		return Hung, unavailable(ctx, "plugin did not answer before the deadline")
 	case codes.Canceled:
-		return unavailable(ctx, "call canceled"), Healthy
+		return Healthy, unavailable(ctx, "call canceled")
 	case codes.ResourceExhausted:
-		return fmt.Errorf("%w: %s", ports.ErrInvalidInput, st.Message()), Healthy
+		return Healthy, fmt.Errorf("%w: %s", ports.ErrInvalidInput, st.Message())
 	}
-	return unavailable(ctx, st.Message()), Dead
+	return Dead, unavailable(ctx, st.Message())
 }
 
 func unavailable(ctx context.Context, msg string) error {

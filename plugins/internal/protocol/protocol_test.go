@@ -20,12 +20,12 @@ func TestErrorClassRoundTrip(t *testing.T) {
 	for _, c := range []error{ports.ErrNotRecipient, ports.ErrUnsupportedAlgorithm, ports.ErrCorrupt,
 		ports.ErrInvalidKey, ports.ErrInvalidInput, ports.ErrAlgorithmUnavailable} {
 		sent := fmt.Errorf("open thing: %w", c)
-		got, verdict := FromRPC(context.Background(), ToStatus(sent))
+		verdict, got := FromRPC(context.Background(), ToStatus(sent))
 		if !errors.Is(got, c) || got.Error() != sent.Error() || verdict != Healthy {
 			t.Errorf("%v arrived as %q (verdict %v)", c, got, verdict)
 		}
 	}
-	got, _ := FromRPC(context.Background(), ToStatus(errors.New("no class")))
+	_, got := FromRPC(context.Background(), ToStatus(errors.New("no class")))
 	if !errors.Is(got, ports.ErrAlgorithmUnavailable) {
 		t.Errorf("classless error arrived as %v", got)
 	}
@@ -50,7 +50,7 @@ func TestTransportFailures(t *testing.T) {
 		{"plugin saw the deadline itself", expired, ToStatus(fmt.Errorf("seal: %w", context.DeadlineExceeded)), Healthy, context.DeadlineExceeded},
 	}
 	for _, c := range cases {
-		got, verdict := FromRPC(c.ctx, c.err)
+		verdict, got := FromRPC(c.ctx, c.err)
 		if !errors.Is(got, ports.ErrAlgorithmUnavailable) || verdict != c.verdict {
 			t.Errorf("%s: %v, verdict %v", c.why, got, verdict)
 		}
