@@ -72,7 +72,7 @@ func TestErrorClassesCrossTheProcessBoundary(t *testing.T) {
 // serve arrives as ErrUnsupportedAlgorithm, so core holds the Welcome.
 func TestJOIN087UnservedIDAcrossPlugin(t *testing.T) {
 	h := inProcessHost(t, faulty{})
-	w := &remoteWrapper{c: h.conns[0], id: 42, pubSize: 32, timeout: time.Second}
+	w := &remoteWrapper{c: h.conns[0], id: 42, pubSize: 32, timeout: 30 * time.Second}
 	if _, err := w.Seal(t.Context(), make([]byte, 32), nil, []byte("x")); !errors.Is(err, ports.ErrUnsupportedAlgorithm) {
 		t.Fatalf("unserved id: %v, want ErrUnsupportedAlgorithm", err)
 	}
