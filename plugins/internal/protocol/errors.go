@@ -95,13 +95,24 @@ func FromRPC(ctx context.Context, err error) (Verdict, error) {
 	}
 	switch st.Code() {
 	case codes.DeadlineExceeded:
-		return Hung, unavailable(ctx, "plugin did not answer before the deadline")
+		// The deadline travels to the plugin as grpc-timeout, so its side
+		// may time the call out a moment before ctx itself expires; the
+		// caller's deadline is what ran out either way.
+		return Hung, deadlineExceeded(ctx, "plugin did not answer before the deadline")
 	case codes.Canceled:
 		return Healthy, unavailable(ctx, "call canceled")
 	case codes.ResourceExhausted:
 		return Healthy, fmt.Errorf("%w: %s", ports.ErrInvalidInput, st.Message())
 	}
 	return Dead, unavailable(ctx, st.Message())
+}
+
+func deadlineExceeded(ctx context.Context, msg string) error {
+	err := unavailable(ctx, msg).(*remoteError)
+	if ctx.Err() == nil {
+		err.classes = append(err.classes, context.DeadlineExceeded)
+	}
+	return err
 }
 
 func unavailable(ctx context.Context, msg string) error {

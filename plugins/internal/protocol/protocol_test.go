@@ -45,6 +45,7 @@ func TestTransportFailures(t *testing.T) {
 		ctxErr  error
 	}{
 		{"deadline passed while the plugin hung", expired, status.Error(codes.DeadlineExceeded, "x"), Hung, context.DeadlineExceeded},
+		{"plugin timed out before the caller's ctx expired", context.Background(), status.Error(codes.DeadlineExceeded, "x"), Hung, context.DeadlineExceeded},
 		{"connection lost (crash)", context.Background(), status.Error(codes.Unavailable, "eof"), Dead, nil},
 		{"not a status error", context.Background(), errors.New("boom"), Dead, nil},
 		{"plugin saw the deadline itself", expired, ToStatus(fmt.Errorf("seal: %w", context.DeadlineExceeded)), Healthy, context.DeadlineExceeded},
