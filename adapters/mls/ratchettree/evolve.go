@@ -14,6 +14,7 @@ func (t *Tree) BlankPath(l treemath.LeafIndex) error {
 	if uint64(x) >= uint64(len(t.nodes)) {
 		return fmt.Errorf("%w: leaf %d", ErrOutOfRange, l)
 	}
+	t.changed(x)
 	for _, p := range treemath.DirectPath(x, t.LeafCount()) {
 		t.nodes[p] = nil
 	}
@@ -37,8 +38,14 @@ func (t *Tree) AddLeaf(leaf *message.LeafNode) (treemath.LeafIndex, error) {
 		}
 		idx = len(t.nodes) + 1
 		t.nodes = append(t.nodes, make([]*message.Node, len(t.nodes)+1)...)
+		if t.hashes != nil {
+			// The old tree is the new left subtree, with the same indices
+			// and hashes.
+			t.hashes = append(t.hashes, make([][]byte, len(t.hashes)+1)...)
+		}
 	}
 	l := treemath.LeafIndex(idx / 2)
+	t.changed(l.Node()) // the leaf and the unmerged_leaves above it
 	t.nodes[idx] = &message.Node{Type: message.NodeLeaf, Leaf: leaf}
 	for _, p := range treemath.DirectPath(l.Node(), t.LeafCount()) {
 		if pn := t.ParentNode(p); pn != nil {
@@ -71,7 +78,7 @@ func (t *Tree) RemoveLeaf(l treemath.LeafIndex) error {
 	if err := t.BlankPath(l); err != nil {
 		return err
 	}
-	t.nodes[l.Node()] = nil
+	t.nodes[l.Node()] = nil // BlankPath dropped the leaf's cached hashes
 	t.Truncate()
 	return nil
 }
@@ -87,5 +94,8 @@ func (t *Tree) Truncate() {
 			}
 		}
 		t.nodes = t.nodes[:half]
+		if t.hashes != nil {
+			t.hashes = t.hashes[:half] // the left subtree keeps its hashes
+		}
 	}
 }

@@ -21,7 +21,27 @@ func (t *Tree) NodeHash(x treemath.NodeIndex) ([]byte, error) {
 
 // hash computes the tree hash of x as if the leaves in exclude were blank
 // and absent from every unmerged_leaves list (§7.9 original sibling hash).
+// A subtree that holds none of the excluded leaves hashes as it is, so its
+// hash comes from, and goes to, the cache.
 func (t *Tree) hash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
+	if !slices.ContainsFunc(exclude, func(u uint32) bool { return subtreeHas(x, treemath.LeafIndex(u)) }) {
+		exclude = nil
+	}
+	if exclude == nil && t.hashes != nil && t.hashes[x] != nil {
+		return t.hashes[x], nil
+	}
+	h, err := t.computeHash(x, exclude)
+	if err != nil || exclude != nil {
+		return h, err
+	}
+	if t.hashes == nil {
+		t.hashes = make([][]byte, len(t.nodes))
+	}
+	t.hashes[x] = h
+	return h, nil
+}
+
+func (t *Tree) computeHash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
 	w := codec.NewWriter(256)
 	n := t.nodes[x]
 	if x.IsLeaf() {

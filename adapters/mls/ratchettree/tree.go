@@ -11,6 +11,15 @@
 // omitted, last node non-blank) and pads it; [Tree.Export] drops trailing
 // blanks again.
 //
+// # Tree hashes
+//
+// A Tree caches the tree hash of every subtree it has hashed and drops the
+// cached hashes on the path of each node it changes, so a commit rehashes
+// only the nodes it touched. Nodes handed out by [Tree.Node], [Tree.Leaf]
+// and [Tree.ParentNode] belong to the tree: change them only through its
+// methods. Because reads fill the cache, a Tree is not safe for concurrent
+// use, even by readers only.
+//
 // # Private keys
 //
 // A Tree holds only public data. Private keys live with the member's
@@ -47,6 +56,9 @@ var (
 type Tree struct {
 	suite *ciphersuite.Suite
 	nodes []*message.Node // len = 2^(d+1)-1; nil is blank
+	// hashes[x] is the tree hash of the subtree at x, nil until computed
+	// or after a change below x; nil or len(nodes) long.
+	hashes [][]byte
 }
 
 // New returns a one-leaf tree holding leaf, as a group's creator starts.
@@ -101,6 +113,9 @@ func (t *Tree) Export() message.RatchetTree {
 // Clone returns a deep copy of the tree, safe to modify independently.
 func (t *Tree) Clone() *Tree {
 	c := &Tree{suite: t.suite, nodes: make([]*message.Node, len(t.nodes))}
+	if t.hashes != nil {
+		c.hashes = append([][]byte(nil), t.hashes...) // the hashes themselves are never modified
+	}
 	for i, n := range t.nodes {
 		if n == nil {
 			continue
@@ -181,6 +196,7 @@ func (t *Tree) SetLeaf(l treemath.LeafIndex, leaf *message.LeafNode) error {
 	if uint64(l.Node()) >= uint64(len(t.nodes)) {
 		return fmt.Errorf("%w: leaf %d of %d", ErrOutOfRange, l, t.LeafCount())
 	}
+	t.changed(l.Node())
 	if leaf == nil {
 		t.nodes[l.Node()] = nil
 		return nil
@@ -194,12 +210,35 @@ func (t *Tree) SetParent(x treemath.NodeIndex, p *message.ParentNode) error {
 	if uint64(x) >= uint64(len(t.nodes)) || x.IsLeaf() {
 		return fmt.Errorf("%w: parent node %d", ErrOutOfRange, x)
 	}
+	t.changed(x)
 	if p == nil {
 		t.nodes[x] = nil
 		return nil
 	}
 	t.nodes[x] = &message.Node{Type: message.NodeParent, Parent: p}
 	return nil
+}
+
+// SetParentHash sets the parent_hash of the non-blank parent node x.
+func (t *Tree) SetParentHash(x treemath.NodeIndex, parentHash []byte) error {
+	p := t.ParentNode(x)
+	if p == nil {
+		return fmt.Errorf("%w: parent node %d is blank or not a parent", ErrOutOfRange, x)
+	}
+	t.changed(x)
+	p.ParentHash = parentHash
+	return nil
+}
+
+// changed drops the cached hashes of x and of every node above it.
+func (t *Tree) changed(x treemath.NodeIndex) {
+	if t.hashes == nil {
+		return
+	}
+	t.hashes[x] = nil
+	for _, p := range treemath.DirectPath(x, t.LeafCount()) {
+		t.hashes[p] = nil
+	}
 }
 
 // Members returns the indices of the non-blank leaves in order.

@@ -41,7 +41,9 @@ func applyPathKeys(tree *ratchettree.Tree, sender treemath.LeafIndex, keys [][]b
 	n := tree.LeafCount()
 	var above []byte // parent hash of the node above, empty at the root
 	for i := len(fdp) - 1; i >= 0; i-- {
-		tree.ParentNode(fdp[i]).ParentHash = above
+		if err := tree.SetParentHash(fdp[i], above); err != nil {
+			return nil, err
+		}
 		below := sender.Node()
 		if i > 0 {
 			below = fdp[i-1]
