@@ -11,12 +11,14 @@ import (
 // TreeHash returns the tree hash of the root (§7.8).
 func (t *Tree) TreeHash() ([]byte, error) { return t.NodeHash(t.Root()) }
 
-// NodeHash returns the tree hash of the subtree rooted at x (§7.8).
+// NodeHash returns the tree hash of the subtree rooted at x (§7.8), a
+// copy the caller may keep or modify.
 func (t *Tree) NodeHash(x treemath.NodeIndex) ([]byte, error) {
 	if uint64(x) >= uint64(len(t.nodes)) {
 		return nil, ErrOutOfRange
 	}
-	return t.hash(x, nil)
+	h, err := t.hash(x, nil)
+	return slices.Clone(h), err
 }
 
 // hash computes the tree hash of x as if the leaves in exclude were blank
