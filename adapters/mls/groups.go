@@ -116,7 +116,10 @@ func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) 
 	if err != nil {
 		return ports.Processed{}, processError(err)
 	}
-	out := ports.Processed{AuthenticatedData: r.AuthenticatedData, Sender: member(g, r.Sender)}
+	out := ports.Processed{AuthenticatedData: r.AuthenticatedData, Sender: ports.Member{LeafIndex: r.Sender.LeafIndex}}
+	if l := r.SenderLeaf; l != nil { // the sender as it was in the message's epoch
+		out.Sender.SignatureKey, out.Sender.InboxID = l.SignatureKey, inboxID(&l.Credential)
+	}
 	switch r.ContentType {
 	case framing.ContentApplication:
 		out.Kind, out.Application = ports.ProcessedApplication, r.Application

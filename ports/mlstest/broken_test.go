@@ -102,6 +102,15 @@ func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte)
 		panic("short message")
 	}
 	p, err := b.Engine.Process(ctx, tx, gid, msg)
+	if err == nil && b.rule == "sender-from-current-tree" {
+		if v, verr := b.Engine.Group(ctx, tx, gid); verr == nil {
+			for _, m := range v.Members {
+				if m.LeafIndex == p.Sender.LeafIndex {
+					p.Sender = m
+				}
+			}
+		}
+	}
 	if err == nil {
 		if b.seen != nil && p.Kind == ports.ProcessedApplication {
 			b.seen[string(msg)] = p

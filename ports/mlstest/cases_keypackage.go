@@ -3,6 +3,7 @@ package mlstest
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -18,6 +19,7 @@ var pastEpochCases = []testCase{
 	{"PastEpochs/LateMessageWithinWindowDecrypts", testPastWithin},
 	{"PastEpochs/LateMessageBeyondWindowIsWrongEpoch", testPastBeyond},
 	{"PastEpochs/PastEpochKeysSurviveRestart", testPastRestart},
+	{"PastEpochs/LateMessageNamesItsSenderOfThatEpoch", testPastSender},
 }
 
 // testKeyPackageRoundTrip: a created key package validates, with the
@@ -136,6 +138,31 @@ func testPastBeyond(e *env) {
 	n := e.needPastEpochs() + 1
 	_, _, err := e.lateMessage("past-beyond", n, false)
 	e.wantEpoch("message beyond the kept past epochs", err, ports.EpochOlder, 1, uint64(1+n))
+}
+
+// testPastSender: a late message names the member who sent it, as its
+// epoch's tree has it, even when a later commit removed that member and gave
+// its leaf to another: attributing it to the leaf's new holder would show a
+// message under the wrong identity.
+func testPastSender(e *env) {
+	if e.needPastEpochs() < 1 {
+		e.t.Skip("harness keeps no past epochs")
+	}
+	gid, a, b := e.twoMembers("past-sender")
+	ct := b.encrypt(gid, "late", "")
+	c := e.newMember("c")
+	kp := c.keyPackage()
+	_, v := a.commitAndMerge(gid, ports.CommitOptions{Remove: []uint32{1}, Add: [][]byte{kp.KeyPackage}})
+	if !slices.ContainsFunc(v.Members, func(m ports.Member) bool { return m.LeafIndex == 1 && m.InboxID == c.inbox }) {
+		e.t.Fatalf("c was not added at b's former leaf 1 (RFC 9420 §12.1.1: the leftmost blank leaf): %+v", v.Members)
+	}
+	p, err := a.process(gid, ct)
+	if err != nil {
+		e.t.Fatalf("late message of the epoch before b's removal: %v", err)
+	}
+	if p.Sender.LeafIndex != 1 || p.Sender.InboxID != b.inbox || !bytes.Equal(p.Sender.SignatureKey, b.pub) {
+		e.t.Fatalf("late message attributed to leaf %d, inbox %q, key %x; want b (%q, %x)", p.Sender.LeafIndex, p.Sender.InboxID, p.Sender.SignatureKey, b.inbox, b.pub)
+	}
 }
 
 // testPastRestart: the keys of retained past epochs are state like any

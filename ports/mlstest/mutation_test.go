@@ -45,6 +45,7 @@ var mutations = []struct {
 	{"keep-fewer-epochs", []string{"PastEpochs/LateMessageWithinWindowDecrypts", "PastEpochs/PastEpochKeysSurviveRestart"}},
 	{"replay-accepted", []string{"Process/ReplayedApplicationMessageIsUndecryptable"}},
 	{"forget-past-epochs-on-reopen", []string{"PastEpochs/PastEpochKeysSurviveRestart"}},
+	{"sender-from-current-tree", []string{"PastEpochs/LateMessageNamesItsSenderOfThatEpoch"}},
 }
 
 // TestSuitePassesRealEngine is the baseline of the mutation test: with

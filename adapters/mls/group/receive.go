@@ -45,6 +45,19 @@ func (g *Group) viewFor(epoch uint64, allowPast bool) (*view, error) {
 	return nil, &EpochError{MessageEpoch: epoch, GroupEpoch: g.gc.Epoch}
 }
 
+// memberLeaf returns the leaf of a member sender in the tree of epoch (the
+// current one or a retained past one), or nil.
+func (g *Group) memberLeaf(epoch uint64, s framing.Sender) *message.LeafNode {
+	if s.Type != framing.SenderMember {
+		return nil
+	}
+	v, err := g.viewFor(epoch, true)
+	if err != nil {
+		return nil
+	}
+	return v.tree.Leaf(treemath.LeafIndex(s.LeafIndex))
+}
+
 // open unprotects m and verifies its signature with the sender's leaf key
 // (§6.2, §6.3). Only member senders are supported; allowPast admits
 // messages of retained past epochs.
@@ -161,6 +174,11 @@ type Received struct {
 	Proposal *message.Proposal
 	// Pending is a staged commit, to merge with [Group.MergePending].
 	Pending *Pending
+	// SenderLeaf is a member sender's leaf in the tree of the message's
+	// epoch: for a late message of a retained past epoch, the leaf as it
+	// was then, which may since have been removed or given to another
+	// member. Nil for other senders.
+	SenderLeaf *message.LeafNode
 }
 
 // Process handles one message by its content type: it opens application
@@ -183,13 +201,15 @@ func (g *Group) Process(m *framing.MLSMessage) (*Received, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Received{ContentType: ct, Sender: p.Sender, AuthenticatedData: p.AuthenticatedData, Pending: p}, nil
+		return &Received{ContentType: ct, Sender: p.Sender, AuthenticatedData: p.AuthenticatedData, Pending: p,
+			SenderLeaf: g.memberLeaf(g.gc.Epoch, p.Sender)}, nil
 	}
 	ac, err := g.open(m, ct == framing.ContentApplication)
 	if err != nil {
 		return nil, err
 	}
-	r := &Received{ContentType: ac.Content.ContentType, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}
+	r := &Received{ContentType: ac.Content.ContentType, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
+		SenderLeaf: g.memberLeaf(ac.Content.Epoch, ac.Content.Sender)}
 	switch ac.Content.ContentType {
 	case framing.ContentApplication:
 		r.Application = ac.Content.Application
