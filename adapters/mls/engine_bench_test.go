@@ -80,7 +80,8 @@ func (in *storedInstallation) rolledBack(b *testing.B, fn func(ctx context.Conte
 
 // BenchmarkEngineScale measures what a client pays per commit through
 // ports.MLS with its state in SQLite, for groups of 10, 100 and 1,000
-// members: a member processing and merging a commit with a path, and the
+// members: a member holding two past epochs processing and merging a
+// commit with a path, and the
 // committer building one, each in one transaction that is rolled back so
 // that every iteration starts from the same stored state. Each call loads
 // the group's state from the store and saves it back; the reference is the
@@ -120,12 +121,29 @@ func BenchmarkEngineScale(b *testing.B) {
 				_, err = m.engine.InstallWelcome(ctx, tx, st.Handle)
 				return err
 			})
+			// Two commits first, so that the member holds the two past
+			// epochs it keeps, as in a group that has been in use.
 			var commit []byte
-			a.tx(b, func(ctx context.Context, tx ports.Tx) error {
-				out, err := a.engine.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
-				commit = out.Commit
-				return err
-			})
+			for i := range 3 {
+				a.tx(b, func(ctx context.Context, tx ports.Tx) error {
+					out, err := a.engine.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
+					commit = out.Commit
+					if err != nil || i == 2 {
+						return err
+					}
+					_, err = a.engine.MergePending(ctx, tx, gid)
+					return err
+				})
+				if i < 2 {
+					m.tx(b, func(ctx context.Context, tx ports.Tx) error {
+						if _, err := m.engine.Process(ctx, tx, gid, commit); err != nil {
+							return err
+						}
+						_, err := m.engine.MergeStaged(ctx, tx, gid)
+						return err
+					})
+				}
+			}
 			var stateSize int
 			m.tx(b, func(ctx context.Context, tx ports.Tx) error {
 				s, err := tx.Blobs().Get(ctx, "mls.group", fmt.Sprintf("%x", gid))

@@ -187,7 +187,7 @@ func (g *Group) MergePending(p *Pending) error {
 	}
 	next := p.next
 	next.maxPast = g.maxPast
-	next.past = append(g.past, *g.current())
+	next.past = append(g.past, g.pastView())
 	next.trimPast()
 	*g = *next
 	p.next = nil

@@ -1,8 +1,10 @@
 package group
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
@@ -13,12 +15,43 @@ import (
 
 // view is what unprotecting a message of one epoch needs.
 type view struct {
-	epoch      uint64
-	gcBytes    []byte
+	epoch   uint64
+	gcBytes []byte
+	// tree is the current epoch's tree; a past epoch keeps only its
+	// members' leaves, which is all a late message needs.
 	tree       *ratchettree.Tree
+	leaves     []pastLeaf
 	secrets    *secrettree.Tree
 	senderData []byte
 	membership []byte
+}
+
+// pastLeaf is a non-blank leaf of a past epoch's tree.
+type pastLeaf struct {
+	index treemath.LeafIndex
+	leaf  *message.LeafNode
+}
+
+// leaf returns the leaf at l in the view's epoch, nil when blank.
+func (v *view) leaf(l treemath.LeafIndex) *message.LeafNode {
+	if v.tree != nil {
+		return v.tree.Leaf(l)
+	}
+	i, ok := slices.BinarySearchFunc(v.leaves, l, func(p pastLeaf, l treemath.LeafIndex) int { return cmp.Compare(p.index, l) })
+	if !ok {
+		return nil
+	}
+	return v.leaves[i].leaf
+}
+
+// pastView returns the current epoch's view as a past epoch keeps it.
+func (g *Group) pastView() view {
+	v := *g.current()
+	v.tree = nil
+	for _, l := range g.tree.Members() {
+		v.leaves = append(v.leaves, pastLeaf{index: l, leaf: g.tree.Leaf(l)})
+	}
+	return v
 }
 
 func (g *Group) current() *view {
@@ -55,7 +88,7 @@ func (g *Group) memberLeaf(epoch uint64, s framing.Sender) *message.LeafNode {
 	if err != nil {
 		return nil
 	}
-	return v.tree.Leaf(treemath.LeafIndex(s.LeafIndex))
+	return v.leaf(treemath.LeafIndex(s.LeafIndex))
 }
 
 // open unprotects m and verifies its signature with the sender's leaf key
@@ -117,7 +150,7 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	leaf := v.tree.Leaf(treemath.LeafIndex(ac.Content.Sender.LeafIndex))
+	leaf := v.leaf(treemath.LeafIndex(ac.Content.Sender.LeafIndex))
 	if leaf == nil {
 		return nil, invalid("sender leaf %d is blank", ac.Content.Sender.LeafIndex)
 	}

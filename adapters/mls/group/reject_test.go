@@ -1,6 +1,7 @@
 package group_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -344,5 +345,69 @@ func TestCommitFiltersCachedProposals(t *testing.T) {
 	}
 	if err := gb.HandleCommit(wire(t, p.Message)); !errors.Is(err, group.ErrRemoved) {
 		t.Fatalf("bob processes his removal: %v", err)
+	}
+}
+
+// TestPastEpochLeavesSurviveRestart: a past epoch is stored as the leaves
+// that differ from the current tree. Across a removal whose leaf went to a
+// new member, members added and removed again (the tree grew, then shrank)
+// and a restart, each late message opens under its own epoch's leaf, and
+// re-encoding the loaded state gives the same bytes.
+func TestPastEpochLeavesSurviveRestart(t *testing.T) {
+	s, ga, gb, b := pair(t)
+	ga.SetPastEpochs(4)
+	commit := func(props ...*message.Proposal) *group.Pending {
+		t.Helper()
+		p, err := ga.Commit(&group.CommitOptions{Proposals: props, TreeInWelcome: true, Path: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ga.MergePending(p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	add := func(c *client) *message.Proposal {
+		return &message.Proposal{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *c.kp}}
+	}
+	remove := func(l uint32) *message.Proposal {
+		return &message.Proposal{Type: message.ProposalRemove, Remove: &message.Remove{Removed: l}}
+	}
+	fromB, _ := gb.Protect([]byte("b, epoch 1"))
+	c, d, e := newClient(t, s, "carol"), newClient(t, s, "dave"), newClient(t, s, "erin")
+	p := commit(remove(1), add(c)) // carol takes bob's leaf 1
+	gc := c.join(t, s, p.Welcome)
+	fromC, _ := gc.Protect([]byte("carol, epoch 2"))
+	p = commit(add(d), add(e)) // the tree grows to four leaves
+	gd := d.join(t, s, p.Welcome)
+	fromD, _ := gd.Protect([]byte("dave, epoch 3"))
+	commit(remove(2), remove(3)) // and shrinks back to two
+	if ga.Tree().LeafCount() != 2 {
+		t.Fatalf("tree of %d leaves, want 2 after the removals", ga.Tree().LeafCount())
+	}
+	commit(add(newClient(t, s, "frank"))) // a leaf no past epoch had
+	state, err := ga.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := group.Load(state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := loaded.Marshal()
+	if err != nil || !bytes.Equal(again, state) {
+		t.Fatalf("re-encoding the loaded state differs (%v)", err)
+	}
+	for _, m := range []struct {
+		msg  *framing.MLSMessage
+		from *client
+	}{{fromB, b}, {fromC, c}, {fromD, d}} {
+		r, err := loaded.Process(wire(t, m.msg))
+		if err != nil {
+			t.Fatalf("late message from %s after restart: %v", m.from.name, err)
+		}
+		if r.SenderLeaf == nil || !bytes.Equal(r.SenderLeaf.SignatureKey, m.from.kp.LeafNode.SignatureKey) {
+			t.Fatalf("late message from %s names leaf %+v", m.from.name, r.SenderLeaf)
+		}
 	}
 }

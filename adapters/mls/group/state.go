@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,10 +13,11 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/adapters/mls/secrettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 )
 
 // stateVersion tags the encoding of [Group.Marshal].
-const stateVersion = 1
+const stateVersion = 2
 
 // Marshal serialises the whole group state (group context, tree, private
 // keys, epoch secrets, transcript, secret tree positions, cached proposals,
@@ -72,7 +74,17 @@ func (g *Group) Marshal() ([]byte, error) {
 		for _, v := range g.past {
 			w.Uint64(v.epoch)
 			w.Opaque(v.gcBytes)
-			v.tree.Export().MarshalMLS(w)
+			// A past epoch's leaves, as far as they differ from the
+			// current tree's: mostly the few leaves commits changed since.
+			w.Vector(func(w *codec.Writer) {
+				for _, d := range leafDiff(v.leaves, g.tree) {
+					w.Uint32(uint32(d.index))
+					w.Bool(d.leaf != nil)
+					if d.leaf != nil {
+						d.leaf.MarshalMLS(w)
+					}
+				}
+			})
 			vs, err := v.secrets.Encode()
 			w.Fail(err)
 			w.Opaque(vs)
@@ -132,29 +144,40 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 		g.leafKeys[string(pub)] = r.Opaque()
 	})
 	g.maxPast = int(r.Uint32())
-	var pastErr error
+	type storedPast struct {
+		v       view
+		diff    []pastLeaf
+		secrets []byte
+	}
+	var past []storedPast
 	r.VectorEach(func(r *codec.Reader) {
-		v := view{epoch: r.Uint64(), gcBytes: r.Opaque()}
-		var prt message.RatchetTree
-		r.Value(&prt)
-		vs := r.Opaque()
-		v.senderData, v.membership = r.Opaque(), r.Opaque()
-		if r.Err() != nil || pastErr != nil {
-			return
-		}
-		if v.tree, pastErr = ratchettree.Import(s, prt); pastErr == nil {
-			v.secrets, pastErr = secrettree.Decode(s, vs)
-		}
-		g.past = append(g.past, v)
+		p := storedPast{v: view{epoch: r.Uint64(), gcBytes: r.Opaque()}}
+		r.VectorEach(func(r *codec.Reader) {
+			d := pastLeaf{index: treemath.LeafIndex(r.Uint32())}
+			if r.Bool() {
+				d.leaf = new(message.LeafNode)
+				r.Value(d.leaf)
+			}
+			p.diff = append(p.diff, d)
+		})
+		p.secrets = r.Opaque()
+		p.v.senderData, p.v.membership = r.Opaque(), r.Opaque()
+		past = append(past, p)
 	})
 	if err := r.Finish(); err != nil {
 		return nil, fmt.Errorf("load group: %w", err)
 	}
-	if pastErr != nil {
-		return nil, fmt.Errorf("load group: past epoch: %w", pastErr)
-	}
 	if g.tree, err = ratchettree.Import(s, rt); err != nil {
 		return nil, fmt.Errorf("load group: %w", err)
+	}
+	for _, p := range past {
+		if p.v.leaves, err = applyLeafDiff(g.tree, p.diff); err == nil {
+			p.v.secrets, err = secrettree.Decode(s, p.secrets)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load group: past epoch %d: %w", p.v.epoch, err)
+		}
+		g.past = append(g.past, p.v)
 	}
 	if active {
 		if g.secrets, err = secrettree.Decode(s, st); err != nil {
@@ -165,4 +188,73 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// leafDiff returns the leaves of a past epoch that differ from cur's, in
+// index order: a leaf the past had that cur lacks or holds differently,
+// and a blank (nil leaf) where cur has a member the past did not.
+func leafDiff(past []pastLeaf, cur *ratchettree.Tree) []pastLeaf {
+	var out []pastLeaf
+	members := cur.Members()
+	i, j := 0, 0
+	for i < len(past) || j < len(members) {
+		switch {
+		case j == len(members) || (i < len(past) && past[i].index < members[j]):
+			out = append(out, past[i])
+			i++
+		case i == len(past) || members[j] < past[i].index:
+			out = append(out, pastLeaf{index: members[j]})
+			j++
+		default:
+			if !sameLeaf(past[i].leaf, cur.Leaf(members[j])) {
+				out = append(out, past[i])
+			}
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// applyLeafDiff rebuilds a past epoch's leaves from cur's and the
+// difference leafDiff wrote, which must name each index once, ascending.
+func applyLeafDiff(cur *ratchettree.Tree, diff []pastLeaf) ([]pastLeaf, error) {
+	for k := 1; k < len(diff); k++ {
+		if diff[k].index <= diff[k-1].index {
+			return nil, fmt.Errorf("%w: past leaves out of order at leaf %d", ErrInvalid, diff[k].index)
+		}
+	}
+	var out []pastLeaf
+	members := cur.Members()
+	i, j := 0, 0
+	for i < len(diff) || j < len(members) {
+		switch {
+		case j == len(members) || (i < len(diff) && diff[i].index < members[j]):
+			if diff[i].leaf != nil {
+				out = append(out, diff[i])
+			}
+			i++
+		case i == len(diff) || members[j] < diff[i].index:
+			out = append(out, pastLeaf{index: members[j], leaf: cur.Leaf(members[j])})
+			j++
+		default:
+			if diff[i].leaf != nil {
+				out = append(out, diff[i])
+			}
+			i, j = i+1, j+1
+		}
+	}
+	return out, nil
+}
+
+// sameLeaf reports whether a and b are the same leaf node.
+func sameLeaf(a, b *message.LeafNode) bool {
+	if a == b {
+		return true
+	}
+	if a == nil || b == nil {
+		return false
+	}
+	ea, err1 := codec.Marshal(a)
+	eb, err2 := codec.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
 }

@@ -110,7 +110,9 @@ func (t *Tree) Export() message.RatchetTree {
 	return append(message.RatchetTree{}, t.nodes[:end]...)
 }
 
-// Clone returns a deep copy of the tree, safe to modify independently.
+// Clone returns a copy of the tree, safe to modify independently through
+// its methods. Leaf nodes are shared: a tree replaces a leaf, never
+// modifies one, so an unchanged leaf stays the same pointer in every copy.
 func (t *Tree) Clone() *Tree {
 	c := &Tree{suite: t.suite, nodes: make([]*message.Node, len(t.nodes))}
 	if t.hashes != nil {
@@ -120,11 +122,7 @@ func (t *Tree) Clone() *Tree {
 		if n == nil {
 			continue
 		}
-		cn := &message.Node{Type: n.Type}
-		if n.Leaf != nil {
-			l := *n.Leaf
-			cn.Leaf = &l
-		}
+		cn := &message.Node{Type: n.Type, Leaf: n.Leaf}
 		if n.Parent != nil {
 			p := *n.Parent
 			p.UnmergedLeaves = append([]uint32(nil), p.UnmergedLeaves...)
