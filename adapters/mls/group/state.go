@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -206,7 +205,7 @@ func leafDiff(past []pastLeaf, cur *ratchettree.Tree) []pastLeaf {
 			out = append(out, pastLeaf{index: members[j]})
 			j++
 		default:
-			if !sameLeaf(past[i].leaf, cur.Leaf(members[j])) {
+			if !past[i].leaf.Equal(cur.Leaf(members[j])) {
 				out = append(out, past[i])
 			}
 			i, j = i+1, j+1
@@ -244,17 +243,4 @@ func applyLeafDiff(cur *ratchettree.Tree, diff []pastLeaf) ([]pastLeaf, error) {
 		}
 	}
 	return out, nil
-}
-
-// sameLeaf reports whether a and b are the same leaf node.
-func sameLeaf(a, b *message.LeafNode) bool {
-	if a == b {
-		return true
-	}
-	if a == nil || b == nil {
-		return false
-	}
-	ea, err1 := codec.Marshal(a)
-	eb, err2 := codec.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
 }

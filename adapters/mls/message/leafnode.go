@@ -1,7 +1,9 @@
 package message
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
@@ -29,6 +31,26 @@ type LeafNode struct {
 	ParentHash    []byte
 	Extensions    Extensions
 	Signature     []byte
+}
+
+// Equal reports whether n and o hold the same values in every field, and
+// so encode the same (nil and empty slices are equal). It compares without
+// encoding.
+func (n *LeafNode) Equal(o *LeafNode) bool {
+	if n == nil || o == nil {
+		return n == o
+	}
+	return bytes.Equal(n.Signature, o.Signature) && // differs first when anything differs
+		bytes.Equal(n.EncryptionKey, o.EncryptionKey) && bytes.Equal(n.SignatureKey, o.SignatureKey) &&
+		n.Credential.Type == o.Credential.Type && bytes.Equal(n.Credential.Identity, o.Credential.Identity) &&
+		slices.EqualFunc(n.Credential.Certificates, o.Credential.Certificates, bytes.Equal) &&
+		slices.Equal(n.Capabilities.Versions, o.Capabilities.Versions) &&
+		slices.Equal(n.Capabilities.CipherSuites, o.Capabilities.CipherSuites) &&
+		slices.Equal(n.Capabilities.Extensions, o.Capabilities.Extensions) &&
+		slices.Equal(n.Capabilities.Proposals, o.Capabilities.Proposals) &&
+		slices.Equal(n.Capabilities.Credentials, o.Capabilities.Credentials) &&
+		n.Source == o.Source && n.Lifetime == o.Lifetime && bytes.Equal(n.ParentHash, o.ParentHash) &&
+		slices.EqualFunc(n.Extensions, o.Extensions, func(a, b Extension) bool { return a.Type == b.Type && bytes.Equal(a.Data, b.Data) })
 }
 
 // leafNodeSignLabel is the SignWithLabel label of LeafNodeTBS.
