@@ -213,8 +213,9 @@ func (m *liveMember) follow() []uint64 {
 	return seqs
 }
 
-// apply merges msg, a commit, or returns the terminal failure to record.
-func (m *liveMember) apply(ctx context.Context, tx ports.Tx, msg []byte) (ports.GroupView, error, error) {
+// apply merges msg, a commit, and returns the merged state, or returns in
+// rejected the terminal failure to record instead; err is a local failure.
+func (m *liveMember) apply(ctx context.Context, tx ports.Tx, msg []byte) (merged ports.GroupView, rejected, err error) {
 	if m.pending != nil && bytes.Equal(msg, m.pending) {
 		m.pending = nil
 		v, err := m.eng.MergePending(ctx, tx, m.gid())
