@@ -187,8 +187,10 @@ func (g *Group) MergePending(p *Pending) error {
 	}
 	next := p.next
 	next.maxPast = g.maxPast
-	next.past = append(g.past, g.pastView())
-	next.trimPast()
+	if g.maxPast > 0 {
+		next.past = append(g.past, g.pastView())
+		next.trimPast()
+	}
 	*g = *next
 	p.next = nil
 	return nil
