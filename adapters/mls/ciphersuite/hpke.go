@@ -45,6 +45,19 @@ func serializeKeyPair(k hpke.PrivateKey) (priv, pub []byte, err error) {
 // HPKESeal is SealBase(pub, info, aad, plaintext) of RFC 9180: it returns the
 // KEM output and the ciphertext.
 func (s *Suite) HPKESeal(pub, info, aad, plaintext []byte) (kemOutput, ciphertext []byte, err error) {
+	enc, snd, err := s.hpkeSender(pub, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	ct, err := snd.Seal(aad, plaintext)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hpke seal: %w", err)
+	}
+	return enc, ct, nil
+}
+
+// hpkeSender runs SetupBaseS(pub, info); failures wrap ErrInvalidKey.
+func (s *Suite) hpkeSender(pub, info []byte) ([]byte, *hpke.Sender, error) {
 	pk, err := s.r.kem.NewPublicKey(pub)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: hpke public key: %v", ErrInvalidKey, err)
@@ -53,11 +66,7 @@ func (s *Suite) HPKESeal(pub, info, aad, plaintext []byte) (kemOutput, ciphertex
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: hpke setup: %v", ErrInvalidKey, err)
 	}
-	ct, err := snd.Seal(aad, plaintext)
-	if err != nil {
-		return nil, nil, fmt.Errorf("hpke seal: %w", err)
-	}
-	return enc, ct, nil
+	return enc, snd, nil
 }
 
 // HPKEOpen is OpenBase(kemOutput, priv, info, aad, ciphertext) of RFC 9180;
@@ -81,13 +90,9 @@ func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte,
 // HPKEExport runs SetupBaseS(pub, info) and exports length bytes under
 // exporterContext (RFC 9180 §5.3); it returns the KEM output and the secret.
 func (s *Suite) HPKEExport(pub, info, exporterContext []byte, length int) (kemOutput, secret []byte, err error) {
-	pk, err := s.r.kem.NewPublicKey(pub)
+	enc, snd, err := s.hpkeSender(pub, info)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: hpke public key: %v", ErrInvalidKey, err)
-	}
-	enc, snd, err := hpke.NewSender(pk, s.r.kdf, s.r.aead, info)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: hpke setup: %v", ErrInvalidKey, err)
+		return nil, nil, err
 	}
 	secret, err = snd.Export(string(exporterContext), length)
 	if err != nil {

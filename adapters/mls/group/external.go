@@ -48,9 +48,9 @@ func JoinExternal(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Group, *fra
 	if err != nil {
 		return nil, nil, err
 	}
-	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
-	if signer == nil {
-		return nil, nil, invalid("group info signer %d is not a member", gi.Signer)
+	signer, err := groupInfoSigner(tree, gi)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := gi.Verify(s, signer.SignatureKey); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrInvalid, err)

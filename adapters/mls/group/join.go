@@ -54,9 +54,9 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
-	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
-	if signer == nil {
-		return nil, invalid("group info signer %d is not a member", gi.Signer)
+	signer, err := groupInfoSigner(tree, gi)
+	if err != nil {
+		return nil, err
 	}
 	epoch, err := welcome.VerifyGroupInfo(s, gi, signer.SignatureKey, gs.JoinerSecret, pskSecret)
 	if err != nil {
@@ -132,4 +132,14 @@ func findLeaf(tree *ratchettree.Tree, ln *message.LeafNode) (treemath.LeafIndex,
 		}
 	}
 	return 0, invalid("the key package's leaf is not in the tree")
+}
+
+// groupInfoSigner returns the leaf that signed gi, which must be a member
+// of tree (§12.4.3.1).
+func groupInfoSigner(tree *ratchettree.Tree, gi *message.GroupInfo) (*message.LeafNode, error) {
+	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
+	if signer == nil {
+		return nil, invalid("group info signer %d is not a member", gi.Signer)
+	}
+	return signer, nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
-	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 )
 
 // PublicOptions describe the start of a public view.
@@ -37,9 +36,9 @@ func NewPublic(s *ciphersuite.Suite, gi *message.GroupInfo, opts *PublicOptions)
 	if err != nil {
 		return nil, err
 	}
-	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
-	if signer == nil {
-		return nil, invalid("group info signer %d is not a member", gi.Signer)
+	signer, err := groupInfoSigner(tree, gi)
+	if err != nil {
+		return nil, err
 	}
 	if err := gi.Verify(s, signer.SignatureKey); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
