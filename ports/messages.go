@@ -57,8 +57,8 @@ type Messages interface {
 	// same group id and a non-zero SequenceID as a stored one is not stored
 	// twice: Insert returns the stored one and inserted = false.
 	Insert(ctx context.Context, m Message) (stored Message, inserted bool, err error)
-	// ByPayloadHash returns the group's own message with that payload hash
-	// and no confirmed sequence id, or an error wrapping [ErrNotFound].
+	// ByPayloadHash returns the group's own message with that payload hash,
+	// or an error wrapping [ErrNotFound].
 	ByPayloadHash(ctx context.Context, groupID, hash []byte) (Message, error)
 	// SetSequenceID records the sequence id the delivery service assigned
 	// to the message with that ID, and its timestamp.

@@ -85,7 +85,7 @@ func (m messages) ByPayloadHash(ctx context.Context, groupID, hash []byte) (port
 		return ports.Message{}, checkKey(op, "payload hash", nil)
 	}
 	var row messageRow
-	err := m.t.q(ctx).Where("group_id = ? AND payload_hash = ? AND own AND sequence_id = 0", groupID, hash).
+	err := m.t.q(ctx).Where("group_id = ? AND payload_hash = ? AND own", groupID, hash).
 		Order("id").Take(&row).Error
 	if err != nil {
 		return ports.Message{}, fail(ctx, op, err)

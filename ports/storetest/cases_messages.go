@@ -108,8 +108,8 @@ func testMessagesSent(t *testing.T, h Harness) {
 		if err := ms.SetSequenceID(ctx, id, 42, at(5)); err != nil {
 			return err
 		}
-		if _, err := ms.ByPayloadHash(ctx, g, hash); !errors.Is(err, ports.ErrNotFound) {
-			t.Errorf("ByPayloadHash after confirmation = %v, want ErrNotFound", err)
+		if m, err := ms.ByPayloadHash(ctx, g, hash); err != nil || m.ID != id || m.SequenceID != 42 {
+			t.Errorf("ByPayloadHash after confirmation = %+v, %v; want message %d at 42", m, err, id)
 		}
 		st, ins, err := ms.Insert(ctx, ports.Message{GroupID: g, SequenceID: 42, Kind: ports.MessageApplication})
 		if err != nil || ins || st.ID != id || !st.SentAt.Equal(at(5)) {
