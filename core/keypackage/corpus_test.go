@@ -164,6 +164,10 @@ func TestHostileKeyPackageCorpus(t *testing.T) {
 		}, pub, keypackage.ErrAddressing, "HPKE sender setup"},
 		{"credential naming another inbox", func(c *craft) { c.credential = otherInbox }, pub, keypackage.ErrWrongInbox, "JOIN-093 credential inbox"},
 		{"credential that is no MlsCredential", func(c *craft) { c.credential = []byte("plain text") }, pub, keypackage.ErrCredential, "JOIN-004"},
+		{"MlsCredential with a field it does not define", func(c *craft) {
+			c.credential, _ = proto.Marshal(&contentspb.MlsCredential{InboxId: testInbox})
+			c.credential = append(c.credential, 0x10, 0x01)
+		}, pub, keypackage.ErrCredential, "JOIN-004"},
 		{"leaf key of another installation", func(c *craft) { c.signer = otherPriv }, pub, keypackage.ErrWrongInstallation, "JOIN-093 leaf signature key"},
 		{"this installation's package checked as another's", func(*craft) {}, other, keypackage.ErrWrongInstallation, "leaf signature key"},
 	}

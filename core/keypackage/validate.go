@@ -118,7 +118,7 @@ func (v *Validator) Validate(ctx context.Context, kp []byte, inboxID string, ins
 		return Validated{}, reject(ErrLifetime, "%v is outside [%v, %v)", now.UTC(), vk.NotBefore, vk.NotAfter)
 	}
 	var cred contentspb.MlsCredential
-	if err := proto.Unmarshal(vk.Credential, &cred); err != nil {
+	if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(vk.Credential, &cred); err != nil {
 		return Validated{}, reject(ErrCredential, "identity is not an MlsCredential: %v", err)
 	}
 	canon, err := proto.MarshalOptions{Deterministic: true}.Marshal(&cred)
