@@ -22,6 +22,14 @@ import (
 // realKeyPackage makes a key package with the built-in engine for a fresh
 // installation, with a 0xff03 extension naming alg and key.
 func realKeyPackage(t *testing.T, alg contentspb.WelcomeWrapperAlgorithm, key []byte) (installationKey, kp []byte) {
+	pub, kp, _ := realKeyPackageWithKey(t, alg, key)
+	return pub, kp
+}
+
+// realKeyPackageWithKey is realKeyPackage that also returns the
+// installation's private key, which a connection publishing the package
+// must prove.
+func realKeyPackageWithKey(t *testing.T, alg contentspb.WelcomeWrapperAlgorithm, key []byte) (installationKey, kp []byte, priv ed25519.PrivateKey) {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	engine, err := mls.New(mls.Options{SignaturePrivateKey: priv.Seed()})
@@ -37,7 +45,7 @@ func realKeyPackage(t *testing.T, alg contentspb.WelcomeWrapperAlgorithm, key []
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pub, b.KeyPackage
+	return pub, b.KeyPackage, priv
 }
 
 func kpEnvelope(installationKey, kp []byte) *backendpb.ClientEnvelope {
@@ -54,7 +62,6 @@ func kpEnvelope(installationKey, kp []byte) *backendpb.ClientEnvelope {
 func TestJOIN090_RegroupdKeyPackageAdmission(t *testing.T) {
 	t.Parallel()
 	h := newGRPCHarness(t, "sqlite")
-	tr := h.NewTransport(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	wpub, _, err := hpkewrap.NewCurve25519().GenerateKey(ctx)
@@ -62,7 +69,8 @@ func TestJOIN090_RegroupdKeyPackageAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	curve := contentspb.WelcomeWrapperAlgorithm_WELCOME_WRAPPER_ALGORITHM_CURVE25519
-	ik, kp := realKeyPackage(t, curve, wpub)
+	ik, kp, ipriv := realKeyPackageWithKey(t, curve, wpub)
+	tr := h.dial(t, ipriv) // only the installation publishes its key packages
 	if _, err := tr.Publish(ctx, []*backendpb.ClientEnvelope{kpEnvelope(ik, kp)}); err != nil {
 		t.Fatalf("valid key package refused: %v", err)
 	}
@@ -71,17 +79,18 @@ func TestJOIN090_RegroupdKeyPackageAdmission(t *testing.T) {
 		t.Fatalf("QueryNewest = %v, %v", got, err)
 	}
 	xwing := contentspb.WelcomeWrapperAlgorithm_WELCOME_WRAPPER_ALGORITHM_XWING_MLKEM_768_DRAFT_6
-	bik, bkp := realKeyPackage(t, xwing, wpub) // a 32-byte key under X-Wing
+	bik, bkp, bpriv := realKeyPackageWithKey(t, xwing, wpub) // a 32-byte key under X-Wing
 	_, other := realKeyPackage(t, curve, wpub)
 	for name, c := range map[string]struct {
 		env    *backendpb.ClientEnvelope
+		tr     ports.Transport
 		reason string
 	}{
-		"X-Wing wrapper with a 32-byte key": {kpEnvelope(bik, bkp), "JOIN-090"},
-		"on another installation's topic":   {kpEnvelope(ik, other), "installation key"},
-		"bytes that are not a key package":  {kpEnvelope(ik, []byte("not a key package")), "does not validate"},
+		"X-Wing wrapper with a 32-byte key": {kpEnvelope(bik, bkp), h.dial(t, bpriv), "JOIN-090"},
+		"on another installation's topic":   {kpEnvelope(ik, other), tr, "installation key"},
+		"bytes that are not a key package":  {kpEnvelope(ik, []byte("not a key package")), tr, "does not validate"},
 	} {
-		_, err := tr.Publish(ctx, []*backendpb.ClientEnvelope{c.env})
+		_, err := c.tr.Publish(ctx, []*backendpb.ClientEnvelope{c.env})
 		if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("%s: Publish = %v, want InvalidArgument naming %q", name, err, c.reason)
 		}

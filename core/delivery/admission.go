@@ -10,9 +10,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/identitypb"
 )
 
 // KeyPackageValidator decides whether a published key package may be
@@ -138,6 +140,9 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 		if u.GetAction() == nil {
 			return 0, invalid("identity_update has no action")
 		}
+		if err := admitIdentityUpdate(u); err != nil {
+			return 0, err
+		}
 	case *backendpb.ClientEnvelope_KeyPackage:
 		if kind != ports.TopicKeyPackages {
 			return 0, mismatch("key_package")
@@ -187,6 +192,35 @@ func admitWelcome(id []byte, w *apipb.WelcomeMessage) error {
 		}
 	default:
 		return invalid("welcome_message has no version")
+	}
+	return nil
+}
+
+// admitIdentityUpdate refuses an identity update whose signatures or shape
+// fail [identity.VerifyUpdate] (COMP-071): readers would ignore it, so
+// storing it would only serve an update nobody can use.
+func admitIdentityUpdate(u *identitypb.IdentityUpdate) error {
+	if err := identity.VerifyUpdate(u); err != nil {
+		return invalid("identity_update refused: %v", err)
+	}
+	return nil
+}
+
+// admitPublisher refuses a key package published by a connection whose
+// installation key is not the key-package topic's identifier (COMP-126):
+// only an installation publishes its own key packages, so nobody else can
+// make an old package of it the newest one served.
+func admitPublisher(caller ports.Caller, env *backendpb.ClientEnvelope) error {
+	if _, ok := env.GetPayload().(*backendpb.ClientEnvelope_KeyPackage); !ok {
+		return nil
+	}
+	topic := env.GetTargetTopic()
+	if len(topic) == 0 || ports.TopicKind(topic[0]) != ports.TopicKeyPackages {
+		return nil // admit reports the mismatch
+	}
+	if !bytes.Equal(caller.InstallationKey, topic[1:]) {
+		return invalid("key package published by installation %x on the topic of installation %x: only an installation publishes its own key packages",
+			caller.InstallationKey, topic[1:])
 	}
 	return nil
 }

@@ -138,6 +138,9 @@ func (s *Service) Publish(ctx context.Context, caller ports.Caller, envs []*back
 	rows := make([]ports.NewStoredEnvelope, len(envs))
 	for i, env := range envs {
 		kind, err := s.admit(ctx, env)
+		if err == nil {
+			err = admitPublisher(caller, env)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("publish: envelope %d: %w", i, err)
 		}

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/transporttest"
 	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
-	"github.com/regroup-mls/regroup/proto/identitypb"
 )
 
 var authed = ports.Caller{InstallationKey: make([]byte, 32)}
@@ -139,21 +139,22 @@ func TestJOIN090_KeyPackageAdmission(t *testing.T) {
 // id, the SHA-256 of their recovery key.
 func TestCOMP070_IdentityUpdateTopic(t *testing.T) {
 	svc := New(newMemStore(), withClock(nil))
-	rpk, _, _ := ed25519.GenerateKey(nil)
+	rpk, rsk, _ := ed25519.GenerateKey(nil)
 	sum := sha256.Sum256(rpk)
-	upd := func(topicID []byte, inbox string) *backendpb.ClientEnvelope {
+	upd := func(topicID []byte) *backendpb.ClientEnvelope {
+		u, err := identity.NewRevoke(rsk, make([]byte, 32), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return &backendpb.ClientEnvelope{
 			TargetTopic: append([]byte{byte(ports.TopicIdentityUpdates)}, topicID...),
-			Payload: &backendpb.ClientEnvelope_IdentityUpdate{IdentityUpdate: &identitypb.IdentityUpdate{
-				InboxId: inbox, RecoveryPublicKey: rpk,
-				Action: &identitypb.IdentityUpdate_RevokeInstallation{RevokeInstallation: &identitypb.RevokeInstallation{InstallationKey: make([]byte, 32)}},
-			}},
+			Payload:     &backendpb.ClientEnvelope_IdentityUpdate{IdentityUpdate: u},
 		}
 	}
-	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(sum[:], hex.EncodeToString(sum[:]))}); err != nil {
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(sum[:])}); err != nil {
 		t.Fatalf("valid identity update: %v", err)
 	}
-	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(make([]byte, 32), hex.EncodeToString(sum[:]))}); !errors.Is(err, ports.ErrInvalidArgument) {
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{upd(make([]byte, 32))}); !errors.Is(err, ports.ErrInvalidArgument) {
 		t.Fatalf("identity update on another inbox's topic: %v", err)
 	}
 }

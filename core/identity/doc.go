@@ -1,0 +1,27 @@
+// Package identity is regroup's identity layer (companion specification
+// section 8): inboxes, the installations they associate, the signed
+// identity updates that change them, and the association state a client
+// resolves an inbox to at an exact identity sequence id (JOIN-051,
+// JOIN-059, JOIN-095).
+//
+// An inbox is named by the SHA-256 of its recovery Ed25519 public key
+// (COMP-070). Its identity-update topic (kind 0x02) carries updates that
+// add an installation, signed by the recovery key and by the new
+// installation key, or revoke one, signed by the recovery key (COMP-071).
+// [VerifyUpdate] checks one update; [Fold] computes association state from
+// an inbox's updates; [Resolver] implements [ports.Identity] over a
+// [ports.Store] (the cache) and a [ports.Transport] (the topic).
+//
+// [CreateInbox], [AddInstallation] and [Revoke] create and change an
+// identity; this installation's private keys are kept in the store's
+// blobs (COMP-122), so [Load] finds them after a restart.
+//
+// # Errors
+//
+// An update that fails verification wraps [ErrInvalidUpdate] and names
+// the failed check. [Load] on a store holding no identity wraps
+// [ErrNoIdentity], which wraps [ports.ErrNotFound]. [Resolver] answers
+// with errors wrapping [ports.ErrNotFound] (no update at the requested
+// sequence id, after fetching) or [ports.ErrUnavailable] (the fetch failed
+// for the whole retry window); storage failures are returned as they are.
+package identity

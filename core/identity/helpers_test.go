@@ -1,0 +1,20 @@
+package identity_test
+
+import (
+	"crypto/ed25519"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+)
+
+type ed25519Pub = ed25519.PublicKey
+
+func protoMarshal(m proto.Message) ([]byte, error) { return proto.Marshal(m) }
+
+func mustKeyF(f *testing.F) ed25519.PrivateKey {
+	_, k, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return k
+}

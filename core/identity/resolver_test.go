@@ -1,0 +1,143 @@
+package identity_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/adapters/memtransport"
+	"github.com/regroup-mls/regroup/core/identity"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/identitypb"
+)
+
+type answer struct {
+	st  ports.AssociationState
+	err error
+}
+
+// waitWaiting polls (generous deadline) until the resolver waits on the
+// fake clock.
+func waitWaiting(t *testing.T, w *world) {
+	deadline := time.Now().Add(20 * time.Second)
+	for w.clock.Waiters() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the resolver never waited on the clock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// JOIN-051 and JOIN-059: for a sequence id it does not hold, the resolver
+// fetches and keeps fetching for its retry window; an update that arrives
+// inside the window is found, and the window's end without one is
+// ErrNotFound, not before.
+func TestJOIN051_JOIN059_RetryWindow(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	tr := memtransport.New(w.svc, nil)
+	r := w.resolver(t, tr, 5*time.Second)
+	rk := mustKey(t)
+	u, _ := identity.NewAdd(rk, mustKey(t), 1)
+	next := publish(t, tr, u) + 1 // the shared counter's next id
+	ch := make(chan answer, 1)
+	go func() {
+		st, err := r.AssociationState(context.Background(), u.GetInboxId(), next)
+		ch <- answer{st, err}
+	}()
+	waitWaiting(t, w)
+	u2, _ := identity.NewAdd(rk, mustKey(t), 2)
+	if got := publish(t, tr, u2); got != next {
+		t.Fatalf("test setup: update got %d, want %d", got, next)
+	}
+	w.clock.Advance(time.Second)
+	a := <-ch
+	if a.err != nil || len(a.st.InstallationKeys) != 2 || a.st.SequenceID != next {
+		t.Fatalf("JOIN-051: state once the update arrived = %+v, %v", a.st, a.err)
+	}
+	go func() {
+		st, err := r.AssociationState(context.Background(), u.GetInboxId(), next+50)
+		ch <- answer{st, err}
+	}()
+	for i := 0; i < 4; i++ {
+		waitWaiting(t, w)
+		w.clock.Advance(time.Second)
+	}
+	waitWaiting(t, w) // 4 of 5 seconds passed: still fetching
+	select {
+	case a := <-ch:
+		t.Fatalf("JOIN-059: answered %v before the retry window ended", a.err)
+	default:
+	}
+	w.clock.Advance(time.Second)
+	if a := <-ch; !errors.Is(a.err, ports.ErrNotFound) {
+		t.Fatalf("JOIN-059: after the window = %v, want ErrNotFound", a.err)
+	}
+}
+
+// failing fails every read as an unreachable service does.
+type failing struct{ ports.Transport }
+
+func (failing) Query(context.Context, []byte, uint64, int) ([]*backendpb.OriginatorEnvelope, error) {
+	return nil, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
+}
+
+// JOIN-051: the resolver never answers from partial state — a fetch that
+// keeps failing ends in ErrUnavailable, not in an answer or ErrNotFound.
+func TestJOIN051_FetchFailureIsUnavailable(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	r := w.resolver(t, failing{}, 2*time.Second)
+	inbox := identity.InboxID(mustKey(t).Public().(ed25519Pub))
+	ch := make(chan answer, 1)
+	go func() { st, err := r.AssociationState(context.Background(), inbox, 3); ch <- answer{st, err} }()
+	for i := 0; i < 2; i++ {
+		waitWaiting(t, w)
+		w.clock.Advance(time.Second)
+	}
+	if a := <-ch; !errors.Is(a.err, ports.ErrUnavailable) {
+		t.Fatalf("fetch failing throughout the window = %v, want ErrUnavailable", a.err)
+	}
+}
+
+// COMP-071: readers ignore an update whose signature fails — here one a
+// hostile service serves — and fold only the valid ones; a state named at
+// the forged update's sequence id does not exist.
+func TestCOMP071_ReadersIgnoreBadSignatures(t *testing.T) {
+	rk := mustKey(t)
+	good, _ := identity.NewAdd(rk, mustKey(t), 1)
+	forged, _ := identity.NewAdd(rk, mustKey(t), 2)
+	forged.GetAddInstallation().InstallationSignature[0] ^= 1
+	revokeUnsigned, _ := identity.NewRevoke(rk, good.GetAddInstallation().GetInstallationKey(), 3)
+	revokeUnsigned.RecoverySignature = nil
+	recs := []ports.IdentityUpdateRecord{rec(t, 10, good), rec(t, 20, forged), rec(t, 30, revokeUnsigned)}
+	st := identity.Fold(good.GetInboxId(), recs, 30)
+	if len(st.InstallationKeys) != 1 || string(st.InstallationKeys[0]) != string(good.GetAddInstallation().GetInstallationKey()) {
+		t.Fatalf("fold = %x, want only the validly added installation", st.InstallationKeys)
+	}
+	if err := identity.VerifyUpdate(forged); !errors.Is(err, identity.ErrInvalidUpdate) {
+		t.Fatalf("VerifyUpdate(forged) = %v", err)
+	}
+}
+
+func rec(t *testing.T, seq uint64, u *identitypb.IdentityUpdate) ports.IdentityUpdateRecord {
+	b, err := protoMarshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports.IdentityUpdateRecord{InboxID: u.GetInboxId(), SequenceID: seq, Update: b}
+}
+
+func FuzzDecodeUpdate(f *testing.F) {
+	rk, ik := mustKeyF(f), mustKeyF(f)
+	u, _ := identity.NewAdd(rk, ik, 1)
+	b, _ := protoMarshal(u)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := identity.DecodeUpdate(b); err != nil && !errors.Is(err, identity.ErrInvalidUpdate) {
+			t.Fatalf("error outside ErrInvalidUpdate: %v", err)
+		}
+		identity.Fold("x", []ports.IdentityUpdateRecord{{InboxID: "x", SequenceID: 1, Update: b}}, 1)
+	})
+}

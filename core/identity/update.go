@@ -1,0 +1,183 @@
+package identity
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/identitypb"
+)
+
+// UpdateContext is the Ed25519ctx context string of both signatures an
+// identity update carries (COMP-121).
+const UpdateContext = "regroup identity update v1"
+
+// Action values of IdentityUpdateTBS.action.
+const (
+	actionAdd    = 1
+	actionRevoke = 2
+)
+
+// ErrInvalidUpdate reports an identity update that is malformed or whose
+// signatures do not verify; readers ignore such an update and regroupd
+// refuses it at admission.
+var ErrInvalidUpdate = errors.New("invalid identity update")
+
+func invalidUpdate(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidUpdate, fmt.Sprintf(format, args...))
+}
+
+// InboxID returns the inbox id of a recovery public key: the lowercase hex
+// SHA-256 of its 32 bytes (COMP-070).
+func InboxID(recoveryPublicKey ed25519.PublicKey) string {
+	sum := sha256.Sum256(recoveryPublicKey)
+	return hex.EncodeToString(sum[:])
+}
+
+// Topic returns the identity-update topic of an inbox: kind 0x02 followed
+// by the 32 bytes the inbox id encodes. It fails with an error wrapping
+// [ErrInvalidUpdate] when inboxID is not 64 lowercase hex digits.
+func Topic(inboxID string) ([]byte, error) {
+	raw, err := hex.DecodeString(inboxID)
+	if err != nil || len(raw) != sha256.Size || hex.EncodeToString(raw) != inboxID {
+		return nil, invalidUpdate("inbox id %q is not 64 lowercase hex digits", inboxID)
+	}
+	return append([]byte{byte(ports.TopicIdentityUpdates)}, raw...), nil
+}
+
+// TBS returns the bytes both signatures of u cover: the deterministic
+// encoding of IdentityUpdateTBS built from u's fields.
+func TBS(u *identitypb.IdentityUpdate) ([]byte, error) {
+	tbs := &identitypb.IdentityUpdateTBS{
+		InboxId: u.GetInboxId(), RecoveryPublicKey: u.GetRecoveryPublicKey(), CreatedNs: u.GetCreatedNs(),
+	}
+	switch a := u.GetAction().(type) {
+	case *identitypb.IdentityUpdate_AddInstallation:
+		tbs.Action, tbs.InstallationKey = actionAdd, a.AddInstallation.GetInstallationKey()
+	case *identitypb.IdentityUpdate_RevokeInstallation:
+		tbs.Action, tbs.InstallationKey = actionRevoke, a.RevokeInstallation.GetInstallationKey()
+	default:
+		return nil, invalidUpdate("no action")
+	}
+	return proto.MarshalOptions{Deterministic: true}.Marshal(tbs)
+}
+
+func sign(priv ed25519.PrivateKey, msg []byte) ([]byte, error) {
+	return priv.Sign(nil, msg, &ed25519.Options{Context: UpdateContext})
+}
+
+func verify(pub, msg, sig []byte) bool {
+	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+		return false
+	}
+	return ed25519.VerifyWithOptions(pub, msg, sig, &ed25519.Options{Context: UpdateContext}) == nil
+}
+
+// NewAdd returns an update that associates installation's key with the
+// inbox of recovery, signed by both keys, stamped createdNS.
+func NewAdd(recovery, installation ed25519.PrivateKey, createdNS int64) (*identitypb.IdentityUpdate, error) {
+	if len(recovery) != ed25519.PrivateKeySize || len(installation) != ed25519.PrivateKeySize {
+		return nil, invalidUpdate("private keys must be %d bytes", ed25519.PrivateKeySize)
+	}
+	rpub := recovery.Public().(ed25519.PublicKey)
+	add := &identitypb.AddInstallation{InstallationKey: installation.Public().(ed25519.PublicKey)}
+	u := &identitypb.IdentityUpdate{
+		InboxId: InboxID(rpub), RecoveryPublicKey: rpub, CreatedNs: createdNS,
+		Action: &identitypb.IdentityUpdate_AddInstallation{AddInstallation: add},
+	}
+	tbs, err := TBS(u)
+	if err != nil {
+		return nil, err
+	}
+	if add.InstallationSignature, err = sign(installation, tbs); err != nil {
+		return nil, err
+	}
+	if u.RecoverySignature, err = sign(recovery, tbs); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// NewRevoke returns an update that removes installationKey from the inbox
+// of recovery, signed by the recovery key, stamped createdNS.
+func NewRevoke(recovery ed25519.PrivateKey, installationKey []byte, createdNS int64) (*identitypb.IdentityUpdate, error) {
+	if len(recovery) != ed25519.PrivateKeySize {
+		return nil, invalidUpdate("recovery key must be %d bytes", ed25519.PrivateKeySize)
+	}
+	if len(installationKey) != ed25519.PublicKeySize {
+		return nil, invalidUpdate("installation key is %d bytes, want %d", len(installationKey), ed25519.PublicKeySize)
+	}
+	rpub := recovery.Public().(ed25519.PublicKey)
+	u := &identitypb.IdentityUpdate{
+		InboxId: InboxID(rpub), RecoveryPublicKey: rpub, CreatedNs: createdNS,
+		Action: &identitypb.IdentityUpdate_RevokeInstallation{RevokeInstallation: &identitypb.RevokeInstallation{
+			InstallationKey: bytes.Clone(installationKey)}},
+	}
+	tbs, err := TBS(u)
+	if err != nil {
+		return nil, err
+	}
+	if u.RecoverySignature, err = sign(recovery, tbs); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// VerifyUpdate checks an identity update (COMP-071): a 32-byte recovery
+// key whose SHA-256 is the inbox id, an action with a 32-byte installation
+// key, the recovery key's signature over [TBS], and, for an add, the new
+// installation key's signature too. It returns nil or an error wrapping
+// [ErrInvalidUpdate] that names the failed check.
+func VerifyUpdate(u *identitypb.IdentityUpdate) error {
+	if u == nil {
+		return invalidUpdate("nil update")
+	}
+	rpub := u.GetRecoveryPublicKey()
+	if len(rpub) != ed25519.PublicKeySize {
+		return invalidUpdate("recovery_public_key is %d bytes, want %d", len(rpub), ed25519.PublicKeySize)
+	}
+	if u.GetInboxId() != InboxID(rpub) {
+		return invalidUpdate("inbox_id is not the SHA-256 of recovery_public_key")
+	}
+	tbs, err := TBS(u)
+	if err != nil {
+		return err
+	}
+	var key, installationSig []byte
+	switch a := u.GetAction().(type) {
+	case *identitypb.IdentityUpdate_AddInstallation:
+		key, installationSig = a.AddInstallation.GetInstallationKey(), a.AddInstallation.GetInstallationSignature()
+	case *identitypb.IdentityUpdate_RevokeInstallation:
+		key = a.RevokeInstallation.GetInstallationKey()
+	}
+	if len(key) != ed25519.PublicKeySize {
+		return invalidUpdate("installation_key is %d bytes, want %d", len(key), ed25519.PublicKeySize)
+	}
+	if !verify(rpub, tbs, u.GetRecoverySignature()) {
+		return invalidUpdate("recovery signature does not verify")
+	}
+	if _, add := u.GetAction().(*identitypb.IdentityUpdate_AddInstallation); add && !verify(key, tbs, installationSig) {
+		return invalidUpdate("installation signature does not verify")
+	}
+	return nil
+}
+
+// DecodeUpdate parses a serialized IdentityUpdate and verifies it. It
+// returns an error wrapping [ErrInvalidUpdate] for bytes that do not parse
+// or an update that does not verify.
+func DecodeUpdate(b []byte) (*identitypb.IdentityUpdate, error) {
+	var u identitypb.IdentityUpdate
+	if err := proto.Unmarshal(b, &u); err != nil {
+		return nil, invalidUpdate("does not decode: %v", err)
+	}
+	if err := VerifyUpdate(&u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
