@@ -63,9 +63,11 @@ type Messages interface {
 	// SetSequenceID records the sequence id the delivery service assigned
 	// to the message with that ID, and its timestamp.
 	SetSequenceID(ctx context.Context, id, seq uint64, sentAt time.Time) error
-	// List returns up to limit messages of the group with ID > afterID in
-	// ascending ID order; limit <= 0 means no limit.
-	List(ctx context.Context, groupID []byte, afterID uint64, limit int) ([]Message, error)
+	// List returns up to limit messages of the group in topic order: those
+	// with a sequence id greater than afterSeq ascending, then the sent
+	// messages not yet confirmed (sequence id 0) in the order they were
+	// stored; limit <= 0 means no limit.
+	List(ctx context.Context, groupID []byte, afterSeq uint64, limit int) ([]Message, error)
 }
 
 // MessageTx is an optional interface of a [Tx] whose store keeps messages.

@@ -109,12 +109,13 @@ func (m messages) SetSequenceID(ctx context.Context, id, seq uint64, sentAt time
 	return nil
 }
 
-func (m messages) List(ctx context.Context, groupID []byte, afterID uint64, limit int) ([]ports.Message, error) {
+func (m messages) List(ctx context.Context, groupID []byte, afterSeq uint64, limit int) ([]ports.Message, error) {
 	const op = "list messages"
-	if err := checkU64(op, afterID); err != nil {
+	if err := checkU64(op, afterSeq); err != nil {
 		return nil, err
 	}
-	q := m.t.q(ctx).Where("group_id = ? AND id > ?", groupID, afterID).Order("id")
+	q := m.t.q(ctx).Where("group_id = ? AND (sequence_id > ? OR sequence_id = 0)", groupID, afterSeq).
+		Order("CASE WHEN sequence_id = 0 THEN 1 ELSE 0 END, sequence_id, id")
 	if limit > 0 {
 		q = q.Limit(limit)
 	}

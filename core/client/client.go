@@ -11,6 +11,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -37,12 +38,14 @@ var (
 // group topic in order, keeps the commit log and reports fork states. It
 // is safe for concurrent use.
 type Client struct {
-	deps   Deps
-	opts   Options
-	log    *commitlog.Log
-	events *eventQueue
-	logger *slog.Logger
-	sender join.Sender
+	deps     Deps
+	opts     Options
+	log      *commitlog.Log
+	events   *eventQueue
+	logger   *slog.Logger
+	sender   join.Sender
+	receiver *join.Receiver
+	keys     *keypackage.Manager
 
 	locks [64]sync.Mutex
 
@@ -58,7 +61,7 @@ type Client struct {
 // [Client.Start] runs the workers.
 func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	if deps.Store == nil || deps.MLS == nil || deps.Transport == nil || deps.Identity == nil ||
-		deps.Clock == nil || deps.Algorithms == nil || len(deps.Installation.Key) == 0 || deps.Installation.InboxID == "" {
+		deps.Clock == nil || deps.Algorithms == nil || len(deps.Installation.InstallationKey) == 0 || deps.Installation.InboxID == "" {
 		return nil, fmt.Errorf("%w: every dependency but Logger is required", ErrConfig)
 	}
 	err := deps.Store.Tx(ctx, func(tx ports.Tx) error {
@@ -77,20 +80,37 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	c.events = newEventQueue(c.opts.EventBuffer)
 	c.log, err = commitlog.New(commitlog.Options{
 		Enabled: !c.opts.DisableCommitLog, Store: deps.Store, Transport: deps.Transport, Clock: deps.Clock,
-		Views: deps.MLS, InstallationKey: deps.Installation.Key, Verifier: commitlog.NewBatchVerifier(),
+		Views: deps.MLS, InstallationKey: deps.Installation.InstallationKey, Verifier: commitlog.NewBatchVerifier(),
 		OnForked: c.onForked,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: commit log: %v", ErrConfig, err)
 	}
+	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
+		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Log: c.log, OnJoined: c.onJoined})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	c.keys, err = keypackage.NewManager(keypackage.ManagerOptions{Store: deps.Store, Transport: deps.Transport, Engine: deps.MLS,
+		Wrappers: deps.Algorithms, Clock: deps.Clock, Identity: deps.Identity, Installation: deps.Installation,
+		WrapperAlgorithm: c.opts.WrapperAlgorithm, Lifetime: c.opts.KeyPackageLifetime})
+	if err != nil {
+		return nil, fmt.Errorf("%w: key packages: %v", ErrConfig, err)
+	}
+	c.background = append(c.background, func(ctx context.Context) {
+		_ = c.keys.Run(ctx, func(err error) { c.logErr("key packages", err) })
+	})
 	return c, nil
 }
+
+// KeyPackages returns the manager of this installation's key packages.
+func (c *Client) KeyPackages() *keypackage.Manager { return c.keys }
 
 // InboxID returns the inbox this installation belongs to.
 func (c *Client) InboxID() string { return c.deps.Installation.InboxID }
 
 // InstallationKey returns this installation's 32-byte public key.
-func (c *Client) InstallationKey() []byte { return c.deps.Installation.PublicKey() }
+func (c *Client) InstallationKey() []byte { return []byte(c.deps.Installation.PublicKey()) }
 
 // Events returns the stream of [Event]s. There is one stream per client;
 // it is closed by [Client.Close].

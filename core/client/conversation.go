@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
@@ -215,9 +216,9 @@ func (c *Client) leafBundle(ctx context.Context) (ports.KeyPackageBundle, error)
 	}
 	now := c.deps.Clock.Now()
 	b, err := c.deps.MLS.CreateKeyPackage(ctx, ports.KeyPackageOptions{
-		Credential: cred, SignaturePrivateKey: c.deps.Installation.Key.Seed(),
+		Credential: cred, SignaturePrivateKey: c.deps.Installation.InstallationKey.Seed(),
 		NotBefore: now.Add(-notBeforeSkew), NotAfter: now.Add(c.opts.KeyPackageLifetime),
-		CapabilityExtensions: capabilityExtensions, CapabilityProposals: capabilityProposals,
+		CapabilityExtensions: keypackage.CapabilityExtensions(), CapabilityProposals: keypackage.CapabilityProposals(),
 	})
 	if err != nil {
 		return ports.KeyPackageBundle{}, fmt.Errorf("leaf: %w", err)

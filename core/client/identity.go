@@ -9,15 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
-)
-
-// Capabilities every leaf of this client advertises (JOIN-002): the
-// extension types it processes beyond RFC 9420's defaults.
-var (
-	capabilityExtensions = []uint16{metadata.ExtensionAppDataDictionary, 0xff03, 0xff04}
-	capabilityProposals  []uint16
 )
 
 // notBeforeSkew backdates a leaf's not_before so that a peer whose clock

@@ -1,33 +1,23 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
 
-// candidate is an inbox resolved for an add: its identity state and the
-// installations whose key packages passed validation.
+// candidate is an inbox resolved for an add: its identity state, the
+// installations whose key packages passed validation and those left out.
 type candidate struct {
-	inbox  string
-	state  ports.AssociationState
-	valid  []addable
-	failed [][]byte
-}
-
-type addable struct {
-	keyPackage []byte
-	recipient  join.Recipient
+	inbox    string
+	packages keypackage.InboxPackages
 }
 
 // resolveForAdd resolves each inbox's newest association state and
@@ -35,71 +25,37 @@ type addable struct {
 // installations (JOIN-007, JOIN-008, JOIN-082, JOIN-090, JOIN-072). An
 // inbox is added with the installations that pass (JOIN-093); the rest
 // are recorded as failed (JOIN-012). An inbox none of whose installations
-// passes fails with [ErrNoInstallations].
-func (c *Client) resolveForAdd(ctx context.Context, inboxes []string, skip map[string]bool) ([]candidate, error) {
+// passes, and that has none in the group yet, fails with
+// [ErrNoInstallations].
+func (c *Client) resolveForAdd(ctx context.Context, inboxes []string, present map[string]bool) ([]candidate, error) {
+	v := keypackage.Validator{Engine: c.deps.MLS, Wrappers: c.deps.Algorithms}
 	var out []candidate
 	for _, inbox := range inboxes {
 		st, err := c.resolveInbox(ctx, inbox)
 		if err != nil {
 			return nil, fmt.Errorf("add %s: %w", inbox, err)
 		}
-		cd := candidate{inbox: inbox, state: st}
-		for _, key := range st.InstallationKeys {
-			if skip[string(key)] {
-				continue
-			}
-			a, err := c.fetchKeyPackage(ctx, inbox, key)
-			if err != nil {
-				if errors.Is(err, ports.ErrUnavailable) {
-					return nil, fmt.Errorf("add %s: %w", inbox, err)
-				}
-				c.logger.Info("installation not added", "inbox", inbox, "installation", fmt.Sprintf("%x", key), "reason", err)
-				cd.failed = append(cd.failed, key)
-				continue
-			}
-			cd.valid = append(cd.valid, a)
+		pk, err := v.FetchInbox(ctx, c.deps.Transport, st, c.deps.Clock.Now())
+		if err != nil && !errors.Is(err, keypackage.ErrNoUsableInstallation) {
+			return nil, fmt.Errorf("add %s: %w", inbox, err)
 		}
-		if len(cd.valid) == 0 && !slices.ContainsFunc(st.InstallationKeys, func(k []byte) bool { return skip[string(k)] }) {
-			return nil, fmt.Errorf("add %s: %w", inbox, ErrNoInstallations)
+		inGroup := slices.ContainsFunc(st.InstallationKeys, func(k []byte) bool { return present[string(k)] })
+		if err != nil && !inGroup {
+			return nil, fmt.Errorf("add %s: %w: %v", inbox, ErrNoInstallations, err)
 		}
-		out = append(out, cd)
+		for _, f := range pk.Failed {
+			c.logger.Info("installation not added", "inbox", inbox, "installation", fmt.Sprintf("%x", f.InstallationKey), "reason", f.Err)
+		}
+		out = append(out, candidate{inbox: inbox, packages: pk})
 	}
 	return out, nil
 }
 
-// fetchKeyPackage fetches the newest key package the delivery service
-// serves for an installation and validates it for inbox.
-func (c *Client) fetchKeyPackage(ctx context.Context, inbox string, installation []byte) (addable, error) {
-	env, err := c.deps.Transport.QueryNewest(ctx, append([]byte{byte(ports.TopicKeyPackages)}, installation...))
-	if err != nil {
-		if errors.Is(err, ports.ErrNotFound) {
-			return addable{}, fmt.Errorf("no key package: %w", err)
-		}
-		return addable{}, err
-	}
-	kp := env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()
-	v, err := c.deps.MLS.ValidateKeyPackage(ctx, kp, ports.ValidateOptions{Now: c.deps.Clock.Now()})
-	if err != nil {
-		return addable{}, err
-	}
-	if v.CipherSuite != 0x0003 {
-		return addable{}, fmt.Errorf("%w: cipher suite 0x%04x (JOIN-072)", ports.ErrInvalid, v.CipherSuite)
-	}
-	if !bytes.Equal(v.SignatureKey, installation) {
-		return addable{}, fmt.Errorf("%w: leaf signature key is another installation's", ports.ErrInvalid)
-	}
-	var cred contentspb.MlsCredential
-	if err := proto.Unmarshal(v.Credential, &cred); err != nil || cred.GetInboxId() != inbox {
-		return addable{}, fmt.Errorf("%w: credential does not name inbox %s", ports.ErrInvalid, inbox)
-	}
-	if err := delivery.CheckAddressing(ctx, c.deps.Algorithms, v); err != nil {
-		return addable{}, fmt.Errorf("%w: %v", ports.ErrInvalid, err)
-	}
-	r, err := join.RecipientOf(v)
-	if err != nil {
-		return addable{}, fmt.Errorf("%w: %v", ports.ErrInvalid, err)
-	}
-	return addable{keyPackage: kp, recipient: r}, nil
+// recipientOf is the addressing a sender wraps a Welcome under for a
+// validated key package (JOIN-071).
+func recipientOf(v keypackage.Validated) join.Recipient {
+	return join.Recipient{InstallationKey: v.InstallationKey, Wrapper: v.WrapperAlgorithm,
+		WrapperPublicKey: v.WrapperPublicKey, PointeeAEADs: v.PointeeAEADs}
 }
 
 // AddMembers adds inboxes to the conversation, each with every
@@ -144,13 +100,18 @@ func (cv *Conversation) AddMembers(ctx context.Context, inboxes ...string) error
 		var opts ports.CommitOptions
 		var recipients []join.Recipient
 		for _, cd := range cands {
-			entry := &contentspb.GroupMembershipEntry_V1{SequenceId: cd.state.SequenceID, FailedInstallations: cd.failed}
-			for _, a := range cd.valid {
-				if inTree[string(a.recipient.InstallationKey)] {
+			entry := &contentspb.GroupMembershipEntry_V1{SequenceId: cd.packages.State.SequenceID}
+			for _, k := range cd.packages.FailedInstallations() {
+				if !inTree[string(k)] {
+					entry.FailedInstallations = append(entry.FailedInstallations, k)
+				}
+			}
+			for _, v := range cd.packages.Usable {
+				if inTree[string(v.InstallationKey)] {
 					continue
 				}
-				opts.Add = append(opts.Add, a.keyPackage)
-				recipients = append(recipients, a.recipient)
+				opts.Add = append(opts.Add, v.KeyPackage)
+				recipients = append(recipients, recipientOf(v))
 			}
 			mem[cd.inbox] = entry
 		}

@@ -127,13 +127,14 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	return seqs[0], nil
 }
 
-// Messages returns up to limit of the conversation's messages stored after
-// the message with ID afterID, in the order the client stored them; limit
-// <= 0 returns all. Messages survive a rejoin (JOIN-044).
-func (cv *Conversation) Messages(ctx context.Context, afterID uint64, limit int) ([]ports.Message, error) {
+// Messages returns up to limit of the conversation's messages after
+// sequence id afterSeq in topic order, then the sent messages whose
+// publish is not yet confirmed; limit <= 0 returns all. Messages survive
+// a rejoin (JOIN-044).
+func (cv *Conversation) Messages(ctx context.Context, afterSeq uint64, limit int) ([]ports.Message, error) {
 	var out []ports.Message
 	err := cv.c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
-		out, err = messagesOf(tx).List(ctx, cv.id, afterID, limit)
+		out, err = messagesOf(tx).List(ctx, cv.id, afterSeq, limit)
 		return err
 	})
 	return out, err

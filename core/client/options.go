@@ -1,26 +1,13 @@
 package client
 
 import (
-	"crypto/ed25519"
 	"log/slog"
 	"time"
 
 	"github.com/regroup-mls/regroup/core/algorithm"
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/ports"
 )
-
-// Installation is this client's identity: the inbox it belongs to and the
-// Ed25519 installation key its leaves sign with.
-type Installation struct {
-	// InboxID is the inbox the installation is associated with (COMP-070).
-	InboxID string
-	// Key is the installation's private key; its public half is the
-	// installation key every leaf, key package and connection carries.
-	Key ed25519.PrivateKey
-}
-
-// PublicKey returns the 32-byte installation key.
-func (i Installation) PublicKey() []byte { return []byte(i.Key.Public().(ed25519.PublicKey)) }
 
 // Deps are the ports a [Client] runs on. Every field is required except
 // Logger.
@@ -33,8 +20,9 @@ type Deps struct {
 	Clock    ports.Clock
 	// Algorithms holds the Welcome wrapper and pointee AEAD algorithms
 	// (JOIN-071, JOIN-076), built-in or plugin-hosted.
-	Algorithms   *algorithm.Registry
-	Installation Installation
+	Algorithms *algorithm.Registry
+	// Installation is this installation's identity (core/identity.Load).
+	Installation identity.Installation
 	// Logger receives the client's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -77,6 +65,9 @@ type Options struct {
 	// KeyPackageLifetime is the lifetime of published key packages;
 	// default 12 weeks (joining-groups section 2).
 	KeyPackageLifetime time.Duration
+	// WrapperAlgorithm is the Welcome wrapper this installation's key
+	// packages advertise; default X-Wing (COMP-127).
+	WrapperAlgorithm ports.WrapperAlgorithmID
 	// SyncInterval is how often the workers re-read every topic even when
 	// no subscription woke them; default 30s. Subscriptions wake them at
 	// once, so this is a safety net.

@@ -108,7 +108,9 @@ func TestCOMP180_GroupPermissions(t *testing.T) {
 			}
 		}), sa, false},
 		{"COMP-012: the group root never changes", with(func(s *groupState) {
-			s.extra = func(d metadata.Dictionary) metadata.Dictionary { return d.Set(metadata.ComponentGroupRootKey, make([]byte, 31)) }
+			s.extra = func(d metadata.Dictionary) metadata.Dictionary {
+				return d.Set(metadata.ComponentGroupRootKey, make([]byte, 31))
+			}
 		}), sa, false},
 		{"COMP-012: an immutable component cannot be added", with(func(s *groupState) {
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary { return d.Set(0xBF00, []byte{1}) }
@@ -168,7 +170,9 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 		t.Errorf("a DM member's readd refused: %v", err)
 	}
 	raised := base
-	raised.extra = func(d metadata.Dictionary) metadata.Dictionary { return d.Set(metadata.ComponentMinProtocol, []byte("1.6.0")) }
+	raised.extra = func(d metadata.Dictionary) metadata.Dictionary {
+		return d.Set(metadata.ComponentMinProtocol, []byte("1.6.0"))
+	}
 	if err := check(t, base, raised, b); err != nil {
 		t.Errorf("a DM member raising the minimum version refused: %v", err)
 	}

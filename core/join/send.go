@@ -188,38 +188,3 @@ func (s *Sender) pointee(ctx context.Context, welcome, meta []byte) (*backendpb.
 	}}}
 	return env, ptr, nil
 }
-
-// Extension types of a key package's addressing (joining-groups section 1).
-const (
-	ExtensionWrapperEncryption uint16 = 0xff03
-	ExtensionPointeeAEADs      uint16 = 0xff04
-)
-
-// RecipientOf reads the addressing of a validated key package: the 0xff03
-// wrapper (CURVE25519 under init_key when absent) and the 0xff04 pointee
-// AEADs, unknown AEAD values treated as absent (JOIN-090). It fails,
-// wrapping [ErrSend], when an extension does not decode.
-func RecipientOf(v ports.ValidatedKeyPackage) (Recipient, error) {
-	r := Recipient{InstallationKey: v.SignatureKey, Wrapper: ports.WrapperCurve25519, WrapperPublicKey: v.InitKey}
-	for _, e := range v.Extensions {
-		switch e.Type {
-		case ExtensionWrapperEncryption:
-			var w contentspb.WelcomeWrapperEncryption
-			if err := proto.Unmarshal(e.Data, &w); err != nil {
-				return Recipient{}, fmt.Errorf("%w: 0xff03 extension: %v", ErrSend, err)
-			}
-			r.Wrapper, r.WrapperPublicKey = ports.WrapperAlgorithmID(w.GetAlgorithm()), w.GetPubKey()
-		case ExtensionPointeeAEADs:
-			var a contentspb.WelcomePointeeEncryptionAeadTypesExtension
-			if err := proto.Unmarshal(e.Data, &a); err != nil {
-				return Recipient{}, fmt.Errorf("%w: 0xff04 extension: %v", ErrSend, err)
-			}
-			for _, t := range a.GetSupportedAeadTypes() {
-				if id := ports.PointeeAEADID(t); id == ports.PointeeAEADChaCha20Poly1305 && !slices.Contains(r.PointeeAEADs, id) {
-					r.PointeeAEADs = append(r.PointeeAEADs, id)
-				}
-			}
-		}
-	}
-	return r, nil
-}

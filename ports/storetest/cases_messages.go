@@ -67,9 +67,28 @@ func testMessagesOnce(t *testing.T, h Harness) {
 		if !got[0].SentAt.Equal(at(1)) {
 			t.Errorf("SentAt = %v, want %v", got[0].SentAt, at(1))
 		}
-		page, err := ms.List(ctx, g1, got[0].ID, 1)
+		page, err := ms.List(ctx, g1, got[0].SequenceID, 1)
 		if err != nil || len(page) != 1 || page[0].ID != got[1].ID {
 			t.Errorf("List after the first, limit 1 = %+v, %v", page, err)
+		}
+		// Topic order, not storage order: a message stored later at a lower
+		// sequence id comes first, and unconfirmed sent messages last.
+		if _, _, err := ms.Insert(ctx, ports.Message{GroupID: g1, Kind: ports.MessageApplication, Own: true, PayloadHash: []byte{1}}); err != nil {
+			return err
+		}
+		if _, _, err := ms.Insert(ctx, ports.Message{GroupID: g1, SequenceID: 3, Kind: ports.MessageApplication}); err != nil {
+			return err
+		}
+		got, err = ms.List(ctx, g1, 0, 0)
+		if err != nil {
+			return err
+		}
+		var order []uint64
+		for _, m := range got {
+			order = append(order, m.SequenceID)
+		}
+		if len(order) != 4 || order[0] != 3 || order[1] != 7 || order[2] != 9 || order[3] != 0 {
+			t.Errorf("List order by sequence id = %v; want [3 7 9 0]", order)
 		}
 		return nil
 	})
