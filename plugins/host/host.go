@@ -13,14 +13,33 @@
 //	defer h.Close()
 //	if err := h.Register(registry); err != nil { ... }
 //
-// # Failures
+// # What the host checks
+//
+// A plugin may be buggy or hostile in what it sends back. The host refuses
+// a description outside the limits ([MaxAlgorithms], [MaxPublicKeySize],
+// ...); checks keys and nonces against the declared sizes before a call;
+// reads every reply under a receive limit sized from the request and checks
+// its sizes after it; keeps at most [MaxErrorText] bytes of a plugin's
+// error text, quoted; runs the verified copy of a pinned binary; and skips
+// a bad directory entry ([Host.Skipped]) rather than failing every plugin.
+// It trusts the plugin for the cryptography itself and for the error class
+// it names. docs/plugin-guide.md lists both in full.
+//
+// # Errors
 //
 // Every call runs under the caller's ctx (bounded by [Options.CallTimeout]
-// when ctx has no deadline). A plugin that crashes, exits or does not answer
-// before the deadline yields an error wrapping ports.ErrAlgorithmUnavailable
-// (and the context error when the deadline passed); the process is stopped
-// and a fresh one is started by the next call. Errors the implementation
-// returns keep their ports class across the process boundary.
+// when ctx has no deadline). Arguments the declaration rules out fail
+// before the call with ports.ErrInvalidKey or ports.ErrInvalidInput. A
+// plugin that crashes, exits, does not answer before the deadline, or whose
+// call the caller cancels yields an error wrapping
+// ports.ErrAlgorithmUnavailable (and the context error); a dead process is
+// replaced by the next call, a hung one is retired and stopped once no call
+// holds it. A reply outside the protocol wraps
+// ports.ErrAlgorithmUnavailable and [ErrMisbehaved]: the fault is the
+// plugin's, so core retries the Welcome (JOIN-085) instead of rejecting it.
+// Errors the implementation returns keep their ports class across the
+// process boundary. [Load] reports a refused description with
+// [ErrInvalidDescription].
 package host
 
 import (
