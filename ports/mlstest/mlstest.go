@@ -126,6 +126,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, failureCases...)
 	cases = append(cases, keyPackageCases...)
 	cases = append(cases, pastEpochCases...)
+	cases = append(cases, clientCases...)
+	cases = append(cases, welcomeCases...)
+	cases = append(cases, repairCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
