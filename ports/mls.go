@@ -302,8 +302,8 @@ type MLS interface {
 	// cipher suite the key package does not advertise, or whose group
 	// context holds an extension the key package's leaf does not
 	// advertise, fails with an error wrapping [ErrUnsupported] (JOIN-087);
-	// one that is not for the key package or does not decrypt wraps
-	// [ErrUndecryptable]; any other defect wraps [ErrInvalid].
+	// one whose secrets do not decrypt wraps [ErrUndecryptable]; any other
+	// defect, such as a Welcome for another key package, wraps [ErrInvalid].
 	StageWelcome(ctx context.Context, tx Tx, welcome []byte, kp KeyPackageRecord) (StagedWelcome, error)
 	// InstallWelcome installs a staged Welcome when the engine holds no
 	// state for its group, and deletes every staged Welcome of that group.

@@ -118,7 +118,7 @@ func testSiblings(e *env) {
 func testWelcomeLifecycle(e *env) {
 	a, b := e.newMember("a"), e.newMember("b")
 	w := welcomes(e, b)
-	g1, g2 := groupID("lifecycle-1"), groupID("lifecycle-2")
+	g1, g2 := groupID("wl-1"), groupID("wl-2")
 	var staged []ports.StagedWelcome
 	for _, gid := range [][]byte{g1, g2} {
 		a.create(gid)
