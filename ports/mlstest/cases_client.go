@@ -132,7 +132,10 @@ func testReadd(e *env) {
 	if st.Group.Epoch != vb.Removal.Epoch || !bytes.Equal(st.Group.TreeHash, vb.Removal.TreeHash) {
 		e.t.Fatalf("the readd Welcome names epoch %d tree hash %x, the removal record %d %x", st.Group.Epoch, st.Group.TreeHash, vb.Removal.Epoch, vb.Removal.TreeHash)
 	}
-	err = b.tx(func(ctx context.Context, tx ports.Tx) error { _, err := b.mls.InstallWelcome(ctx, tx, st.Handle); return err })
+	err = b.tx(func(ctx context.Context, tx ports.Tx) error {
+		_, err := b.mls.InstallWelcome(ctx, tx, st.Handle)
+		return err
+	})
 	if !errors.Is(err, ports.ErrAlreadyExists) {
 		e.t.Fatalf("InstallWelcome over the held inactive state: %v, want ErrAlreadyExists", err)
 	}
