@@ -46,6 +46,23 @@ var mutations = []struct {
 	{"replay-accepted", []string{"Process/ReplayedApplicationMessageIsUndecryptable"}},
 	{"forget-past-epochs-on-reopen", []string{"PastEpochs/PastEpochKeysSurviveRestart"}},
 	{"sender-from-current-tree", []string{"PastEpochs/LateMessageNamesItsSenderOfThatEpoch"}},
+	{"own-commit-invalid", []string{"Own/OwnCommitReadBackIsStagedAndMerged", "Restart/PendingCommitRepublishedAfterRestart"}},
+	{"own-commit-not-equal", []string{"FORK-073/OwnCommitWithoutPendingIsWrongEpochEqual"}},
+	{"readd-invalid", []string{"FORK-062/ReaddCommitRemovesSelf"}},
+	{"stale-handle-rolls-back", []string{"Welcome/StaleHandleCannotRollBack"}},
+	{"keep-sibling-handles", []string{"Welcome/InstallDeletesSiblingHandles"}},
+	{"install-replaces-silently", []string{"FORK-062/ReaddCommitRemovesSelf"}},
+	{"merge-any-staged", []string{"Process/MergeStagedMergesOnlyTheLastProcess"}},
+	{"create-overwrites", []string{"CreateGroup/ExistingGroupIsAlreadyExists"}},
+	{"inactive-unclassified", []string{"Inactive/ProcessAfterRemovalHasOneClass"}},
+	{"forget-removal", []string{"FORK-062/ReaddCommitRemovesSelf", "Inactive/ProcessAfterRemovalHasOneClass"}},
+	{"no-message-epoch", []string{"Process/LateMessageReportsItsEpoch"}},
+	{"unsupported-as-invalid", []string{"JOIN-087/UnsupportedWelcomeIsErrUnsupported"}},
+	{"members-bare", []string{"Members/CarryCredentialCapabilitiesAndKeys"}},
+	{"no-proposals", []string{"Process/CommitReportsItsProposals", "FORK-062/ReaddCommitRemovesSelf"}},
+	{"pending-commit-lost", []string{"Restart/PendingCommitRepublishedAfterRestart"}},
+	{"external-sender-as-member", []string{"External/GroupInfoAndExternalCommit"}},
+	{"expire-everything", []string{"Welcome/ListDiscardExpireAndViewAfterRestart"}},
 }
 
 // TestSuitePassesRealEngine is the baseline of the mutation test: with
