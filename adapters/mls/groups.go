@@ -97,13 +97,22 @@ func removal(ctx context.Context, tx ports.Tx, g *group.Group) (*ports.Removal, 
 	if err != nil {
 		return nil, err
 	}
+	out, err := decodeRemoval(b)
+	if err != nil {
+		return nil, fmt.Errorf("mls engine: removal record of %x: %w", gc.GroupID, err)
+	}
+	return out, nil
+}
+
+// decodeRemoval reads a removal record written by putRemoval.
+func decodeRemoval(b []byte) (*ports.Removal, error) {
 	r := codec.NewReader(b)
 	if v := r.Uint8(); v != removalVersion {
-		return nil, fmt.Errorf("mls engine: removal record of %x: version %d", gc.GroupID, v)
+		return nil, fmt.Errorf("removal record version %d", v)
 	}
 	out := &ports.Removal{Leaf: r.Uint32(), Epoch: r.Uint64(), TreeHash: r.Opaque()}
 	if err := r.Finish(); err != nil {
-		return nil, fmt.Errorf("mls engine: removal record of %x: %w", gc.GroupID, err)
+		return nil, err
 	}
 	return out, nil
 }

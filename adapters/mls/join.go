@@ -50,7 +50,11 @@ type stagedBlob struct {
 func encodeStaged(at time.Time, signer uint32, state []byte) ([]byte, error) {
 	w := codec.NewWriter(len(state) + 32)
 	w.Uint8(welcomeVersion)
-	w.Uint64(uint64(at.UnixNano()))
+	ns := uint64(0) // unknown
+	if !at.IsZero() {
+		ns = uint64(at.UnixNano())
+	}
+	w.Uint64(ns)
 	w.Uint32(signer)
 	w.Opaque(state)
 	return w.Bytes()
