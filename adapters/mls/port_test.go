@@ -127,7 +127,7 @@ func TestProposalsByReference(t *testing.T) {
 	}
 }
 
-// TestJOIN087UnsupportedGroupContextExtension: a Welcome into a group whose
+// TestJOIN087UnsupportedGroupContextExtension (COMP-116): a Welcome into a group whose
 // context holds an extension the receiving key package's leaf does not
 // advertise fails with ErrUnsupported, not ErrInvalid, so the join can
 // hold it. No honest committer builds one (it checks the joiner's

@@ -11,7 +11,7 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// TestBusyTimeoutIsConflict: a transaction that waits for another
+// TestBusyTimeoutIsConflict (COMP-119): a transaction that waits for another
 // process's write lock longer than the busy timeout fails with an error
 // wrapping ports.ErrConflict, as ports.Store promises for a transaction
 // that lost a race and may succeed when retried; the retry, once the lock

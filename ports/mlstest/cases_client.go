@@ -37,7 +37,7 @@ func (m *member) processOwn(gid []byte, out ports.CommitOutput) ports.Processed 
 	return p
 }
 
-// testOwnCommit: a's commit, published and read back from the topic, is
+// testOwnCommit (COMP-110): a's commit, published and read back from the topic, is
 // its own: Process stages it (Own) and MergeStaged merges it, so the
 // client records its winning commit as applied rather than rejected
 // (FORK-002); b applies the same commit and both agree.
@@ -60,7 +60,7 @@ func testOwnCommit(e *env) {
 	}
 }
 
-// testOtherWinner: a's commit loses to b's: a processes b's commit while
+// testOtherWinner (COMP-110): a's commit loses to b's: a processes b's commit while
 // its own is pending, clears its own and merges b's; a's own commit, read
 // after, is of an older epoch.
 func testOtherWinner(e *env) {
@@ -78,7 +78,7 @@ func testOtherWinner(e *env) {
 	e.wantEpoch("a's losing commit read after the winner", err, ports.EpochOlder, 1, 2)
 }
 
-// testOwnWithoutPending: a's own commit of the current epoch, read back
+// testOwnWithoutPending (FORK-073, COMP-111): a's own commit of the current epoch, read back
 // after a cleared it (or replaced it with another), cannot be applied by
 // a while b applies it: Process reports it as a wrong-epoch failure of
 // relation equal (FORK-073 keeps that as a divergence signal).
@@ -99,7 +99,7 @@ func testOwnWithoutPending(e *env) {
 	}
 }
 
-// testReadd: a removes b's leaf and adds b back with a new key package in
+// testReadd (FORK-062, FORK-089, JOIN-042, COMP-112): a removes b's leaf and adds b back with a new key package in
 // one commit (FORK-062). b reads it as removing itself, turns inactive
 // with a removal record of that commit's epoch and tree hash, and the
 // Welcome of the same commit names that epoch and tree hash (JOIN-042);
@@ -171,7 +171,7 @@ func requireReaddProposals(e *env, what string, props []ports.Proposal, b *membe
 	}
 }
 
-// testMergeOnlyLast: a processes b's commit and rejects it (does not
+// testMergeOnlyLast (COMP-114): a processes b's commit and rejects it (does not
 // merge); a tampered commit then fails; MergeStaged has nothing to merge,
 // since only the commit of the last Process, which failed, may be merged.
 func testMergeOnlyLast(e *env) {
@@ -193,7 +193,7 @@ func testMergeOnlyLast(e *env) {
 	agree(gid, 2, a, b)
 }
 
-// testCreateExisting: creating a group the engine already holds fails with
+// testCreateExisting (COMP-118): creating a group the engine already holds fails with
 // ErrAlreadyExists and leaves the group, and its pending commit, as they
 // were.
 func testCreateExisting(e *env) {
@@ -214,7 +214,7 @@ func testCreateExisting(e *env) {
 	agree(gid, 2, a, b)
 }
 
-// testLateEpoch: an application message b sent at epoch 1 reaches a after
+// testLateEpoch (COMP-117): an application message b sent at epoch 1 reaches a after
 // a removed b at epoch 2: a reads it from its kept past epoch and
 // Processed names epoch 1 and b, so the caller can tell a message from
 // before the removal.

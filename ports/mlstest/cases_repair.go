@@ -15,7 +15,7 @@ var repairCases = []testCase{
 	{"External/ResyncReplacesOwnLeaf", testExternalResync},
 }
 
-// testInactiveClasses: after a removed b, every Process failure is of
+// testInactiveClasses (COMP-113): after a removed b, every Process failure is of
 // exactly one class and names ErrInactive as its reason: a message of
 // an epoch before the removal is older (b keeps no past keys once
 // removed), one of the removal's epoch undecryptable, one of a later epoch
@@ -65,7 +65,7 @@ func (m *member) applyCommitRemoved(gid, commit []byte) {
 	}
 }
 
-// testPendingRepublished: a's commit adding c is pending when a
+// testPendingRepublished (COMP-110): a's commit adding c is pending when a
 // restarts; PendingCommit hands back the same commit, Welcome and
 // GroupInfo; a publishes it again, reads it back as its own and merges
 // it; b and c follow.
@@ -131,7 +131,7 @@ func (m *member) joinExternal(gi []byte, opts ports.ExternalJoinOptions) ports.C
 	return out
 }
 
-// testExternalJoin: c joins from a's GroupInfo by external commit; a and
+// testExternalJoin (COMP-118): c joins from a's GroupInfo by external commit; a and
 // b read it as a new_member_commit whose sender is c's new leaf; all
 // three agree. A GroupInfo with a flipped byte is invalid.
 func testExternalJoin(e *env) {
@@ -161,7 +161,7 @@ func testExternalJoin(e *env) {
 	send(gid, c, "joined from outside", a, b)
 }
 
-// testExternalResync: b, whose state fell behind (it missed a's commit),
+// testExternalResync (COMP-118): b, whose state fell behind (it missed a's commit),
 // rejoins by external commit with Resync: the commit removes b's old leaf
 // and adds its new one; a applies it; b's state is replaced and both
 // agree.

@@ -50,7 +50,7 @@ func (m *member) install(handle string) (ports.GroupView, error) {
 	return v, err
 }
 
-// testStaleHandle: b stages its Welcome twice (the same handle both
+// testStaleHandle (COMP-115): b stages its Welcome twice (the same handle both
 // times), installs it, merges a's next commit, and installs the handle
 // again: that fails and b stays at the newer epoch.
 func testStaleHandle(e *env) {
@@ -76,7 +76,7 @@ func testStaleHandle(e *env) {
 	agree(gid, 2, a, b)
 }
 
-// testSiblings: a's first commit adding b is cleared and a second one
+// testSiblings (COMP-115): a's first commit adding b is cleared and a second one
 // merged, so b holds two Welcomes of the group at epoch 1; both stage
 // under different handles; installing the second deletes the first,
 // which then neither installs nor is listed.
@@ -111,7 +111,7 @@ func testSiblings(e *env) {
 	agree(gid, 1, a, b)
 }
 
-// testWelcomeLifecycle: staged Welcomes of two groups are listed per
+// testWelcomeLifecycle (COMP-115): staged Welcomes of two groups are listed per
 // group and in all; one is read back by handle after a restart; a
 // discarded one is gone; expiry discards exactly those staged before the
 // given time.
@@ -178,7 +178,7 @@ func testWelcomeLifecycle(e *env) {
 	}
 }
 
-// testUnsupportedWelcome: a Welcome in an MLS version or a cipher suite
+// testUnsupportedWelcome (JOIN-087, COMP-116): a Welcome in an MLS version or a cipher suite
 // the key package does not advertise fails with ErrUnsupported, so the
 // join can hold it (JOIN-087) instead of rejecting it; nothing is staged.
 func testUnsupportedWelcome(e *env) {
