@@ -52,7 +52,8 @@ func (m *member) install(handle string) (ports.GroupView, error) {
 
 // testStaleHandle (COMP-115): b stages its Welcome twice (the same handle both
 // times), installs it, merges a's next commit, and installs the handle
-// again: that fails and b stays at the newer epoch.
+// again: that fails and b stays at the newer epoch; staged once more, the
+// Welcome does not replace the newer state even when asked to.
 func testStaleHandle(e *env) {
 	gid := groupID("stale-handle")
 	a, b := e.newMember("a"), e.newMember("b")
@@ -74,6 +75,18 @@ func testStaleHandle(e *env) {
 	}
 	b.unchanged("a stale Welcome handle", gid, before)
 	agree(gid, 2, a, b)
+	// Staged again, even an explicit replacement does not take the group
+	// back to the Welcome's older epoch.
+	again := b.stage(out.Welcome, kp)
+	w := welcomes(e, b)
+	err := b.tx(func(ctx context.Context, tx ports.Tx) error {
+		_, err := w.InstallWelcomeWith(ctx, tx, again.Handle, ports.InstallOptions{Replace: true})
+		return err
+	})
+	if !errors.Is(err, ports.ErrAlreadyExists) {
+		e.t.Fatalf("replacing epoch 2 with a Welcome of epoch 1: %v, want ErrAlreadyExists", err)
+	}
+	b.unchanged("a replacement by an older Welcome", gid, before)
 }
 
 // testSiblings (COMP-115): a's first commit adding b is cleared and a second one
