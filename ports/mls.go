@@ -402,8 +402,12 @@ type MLSExternal interface {
 	GroupInfo(ctx context.Context, tx Tx, groupID []byte) ([]byte, error)
 	// JoinExternal builds an external commit into the group groupInfo (an
 	// MLSMessage GroupInfo) describes. It stays pending like a commit of
-	// [MLS.Commit]: MergePending installs the joined state, replacing any
-	// the engine holds for the group, and ClearPending drops it. A
-	// GroupInfo that fails verification wraps [ErrInvalid].
+	// [MLS.Commit]: once the delivery service accepted it, MergePending
+	// installs the joined state, replacing any the engine holds for the
+	// group, and ClearPending drops it. Process recognises it read back
+	// (Processed.Own) only where the engine holds active state of the
+	// GroupInfo's epoch; otherwise the caller merges it with MergePending.
+	// A GroupInfo that fails verification wraps [ErrInvalid]; one of
+	// another MLS version or cipher suite wraps [ErrUnsupported].
 	JoinExternal(ctx context.Context, tx Tx, groupInfo []byte, opts ExternalJoinOptions) (CommitOutput, error)
 }
