@@ -147,7 +147,7 @@ func (e *Engine) processOwn(ctx context.Context, tx ports.Tx, g *group.Group, m 
 	if to == nsStagedExternal {
 		out.Sender = joinerOf(out.Staged, m.Public.Content.Commit)
 	} else {
-		out.Sender = toMember(s.LeafIndex, g.Tree().Leaf(g.Leaf()))
+		out.Sender = toMember(s.LeafIndex, g.LeafNode(g.Leaf()))
 	}
 	return out, true, nil
 }

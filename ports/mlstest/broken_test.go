@@ -274,6 +274,10 @@ func (b brokenEngine) breakProcess(ctx context.Context, tx ports.Tx, gid []byte,
 		if v, ok := b.kept["staged:"+hex.EncodeToString(gid)]; ok {
 			_ = tx.Blobs().Put(ctx, nsStaged, hex.EncodeToString(gid), v)
 		}
+	case b.rule == "no-process-error" && errors.As(err, new(*ports.ProcessError)):
+		var pe *ports.ProcessError
+		errors.As(err, &pe)
+		return p, pe.Err
 	case b.rule == "inactive-unclassified" && errors.Is(err, ports.ErrInactive):
 		return p, ports.ErrInactive
 	case b.rule == "no-message-epoch" && err == nil:

@@ -62,6 +62,7 @@ var mutations = []struct {
 	{"no-proposals", []string{"Process/CommitReportsItsProposals", "FORK-062/ReaddCommitRemovesSelf"}},
 	{"pending-commit-lost", []string{"Restart/PendingCommitRepublishedAfterRestart"}},
 	{"external-sender-as-member", []string{"External/GroupInfoAndExternalCommit"}},
+	{"no-process-error", []string{"FORK-073/OlderEpochCommitIsWrongEpochOlder", "FORK-073/FutureEpochMessageIsWrongEpochFuture"}},
 	{"expire-everything", []string{"Welcome/ListDiscardExpireAndViewAfterRestart"}},
 }
 
