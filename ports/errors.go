@@ -54,7 +54,25 @@ var (
 	// ErrGroupNotFound reports an operation on a group the engine holds no
 	// state for.
 	ErrGroupNotFound = errors.New("group not found")
+	// ErrUnsupported reports input that uses an MLS version, cipher suite
+	// or extension this installation does not advertise: a Welcome so
+	// refused can be held (JOIN-087) rather than rejected.
+	ErrUnsupported = errors.New("unsupported")
 )
+
+// ProcessError is a failure of [MLS.Process] for a message that names an
+// epoch. It unwraps to the failure, which wraps the class.
+type ProcessError struct {
+	// MessageEpoch is the epoch the message names.
+	MessageEpoch uint64
+	// Err is the failure.
+	Err error
+}
+
+func (e *ProcessError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the failure.
+func (e *ProcessError) Unwrap() error { return e.Err }
 
 // EpochRelation says where a message's epoch lies against the group's
 // current epoch.
@@ -63,8 +81,10 @@ type EpochRelation int
 const (
 	// EpochOlder is a message for an epoch before the current one.
 	EpochOlder EpochRelation = iota + 1
-	// EpochEqual is a message for the current epoch that was expected for
-	// another (a commit for an epoch the group already left, by number).
+	// EpochEqual is a message of the current epoch that this installation
+	// cannot process in it: its own commit, read back without the pending
+	// commit it came from (see [MLS]). FORK-073 treats it as a divergence
+	// signal.
 	EpochEqual
 	// EpochFuture is a message for an epoch after the current one.
 	EpochFuture

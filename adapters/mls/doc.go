@@ -1,4 +1,6 @@
-// Package mls is regroup's pure-Go RFC 9420 engine behind [ports.MLS].
+// Package mls is regroup's pure-Go RFC 9420 engine behind [ports.MLS],
+// with the optional [ports.MLSPendingCommits], [ports.MLSWelcomes] and
+// [ports.MLSExternal].
 //
 // # Layout
 //
@@ -13,15 +15,26 @@
 //
 // # State
 //
-// Namespace "mls.group" holds the current state of each group (key: hex
-// group id), "mls.staged" the commit staged by the last Process,
-// "mls.pending" this installation's pending commit and "mls.welcome" the
-// Welcomes staged by StageWelcome (key: the handle). The blobs hold
-// secrets; the store is trusted with them.
+// Keyed by hex group id: namespace "mls.group" holds the current state of
+// each group, "mls.staged" the commit staged by the last Process,
+// "mls.pending" this installation's pending commit, "mls.external" its
+// pending external commit and "mls.staged.external" that commit once
+// Process read it back, and "mls.removal" the removal record of an
+// inactive group. "mls.welcome" holds the Welcomes staged by StageWelcome,
+// keyed by handle (hex group id, epoch and Welcome hash) with their
+// staging time and GroupInfo signer; a blob there that is a bare
+// version-2 group state under a random handle was staged by an engine
+// that kept no more, and loads with both unknown. The blobs hold secrets;
+// the store is trusted with them.
 //
 // # Errors
 //
 // Process fails with exactly one of ports.ErrWrongEpoch (as a
-// *ports.WrongEpochError), ports.ErrUndecryptable or ports.ErrInvalid;
-// storage failures are returned unchanged.
+// *ports.WrongEpochError), ports.ErrUndecryptable or ports.ErrInvalid,
+// inside a *ports.ProcessError when the message names an epoch; on a group
+// this installation was removed from each also wraps ports.ErrInactive.
+// StageWelcome fails with ports.ErrUnsupported for a Welcome in a version,
+// suite or extension the key package does not advertise. CreateGroup and
+// InstallWelcome over held state fail with ports.ErrAlreadyExists.
+// Storage failures are returned unchanged.
 package mls

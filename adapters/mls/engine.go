@@ -14,6 +14,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/keypackage"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -24,8 +25,11 @@ type Options struct {
 	// used to sign in every group.
 	SignaturePrivateKey []byte
 	// PastEpochs is how many past epochs keep their keys for late
-	// application messages (0 keeps none).
+	// application messages (0 keeps none). A group this installation was
+	// removed from keeps none.
 	PastEpochs int
+	// Clock dates staged Welcomes; nil uses the system clock.
+	Clock ports.Clock
 }
 
 // Engine implements ports.MLS for one installation in suite 0x0003.
@@ -147,15 +151,55 @@ func inboxID(c *message.Credential) string {
 	return mc.GetInboxId()
 }
 
-// view describes a group for the port.
-func view(g *group.Group) ports.GroupView {
-	gc := g.GroupContext()
-	tree := g.Tree()
-	v := ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, EpochAuthenticator: g.EpochAuthenticator(),
-		TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions), OwnLeaf: uint32(g.Leaf()), Active: g.Active()}
+// now returns the time of the engine's clock.
+func (e *Engine) now() time.Time {
+	if e.opts.Clock != nil {
+		return e.opts.Clock.Now()
+	}
+	return time.Now()
+}
+
+func u16s[T ~uint16](in []T) []uint16 {
+	out := make([]uint16, len(in))
+	for i, v := range in {
+		out[i] = uint16(v)
+	}
+	return out
+}
+
+// toMember describes the leaf at l for the port.
+func toMember(l uint32, leaf *message.LeafNode) ports.Member {
+	m := ports.Member{LeafIndex: l}
+	if leaf == nil {
+		return m
+	}
+	c := &leaf.Capabilities
+	m.SignatureKey, m.InboxID, m.EncryptionKey = leaf.SignatureKey, inboxID(&leaf.Credential), leaf.EncryptionKey
+	m.CredentialType, m.Credential = uint16(leaf.Credential.Type), leaf.Credential.Identity
+	m.Capabilities = ports.Capabilities{Versions: u16s(c.Versions), CipherSuites: u16s(c.CipherSuites),
+		Extensions: u16s(c.Extensions), Proposals: u16s(c.Proposals), Credentials: u16s(c.Credentials)}
+	m.Extensions = fromExtensions(leaf.Extensions)
+	return m
+}
+
+// members lists the non-blank leaves of tree.
+func members(tree *ratchettree.Tree) []ports.Member {
+	var out []ports.Member
 	for _, l := range tree.Members() {
-		leaf := tree.Leaf(l)
-		v.Members = append(v.Members, ports.Member{LeafIndex: uint32(l), SignatureKey: leaf.SignatureKey, InboxID: inboxID(&leaf.Credential)})
+		out = append(out, toMember(uint32(l), tree.Leaf(l)))
+	}
+	return out
+}
+
+// view describes a group for the port; removal is the record of an
+// inactive group.
+func view(g *group.Group, removal *ports.Removal) ports.GroupView {
+	gc := g.GroupContext()
+	v := ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, EpochAuthenticator: g.EpochAuthenticator(),
+		TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions), OwnLeaf: uint32(g.Leaf()), Active: g.Active(),
+		Members: members(g.Tree())}
+	if !v.Active && removal != nil {
+		v.Removal, v.OwnLeaf = removal, removal.Leaf
 	}
 	return v
 }
@@ -174,5 +218,35 @@ func processError(err error) error {
 		return fmt.Errorf("%w: %v", ports.ErrUndecryptable, err)
 	default:
 		return fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+	}
+}
+
+// messageEpoch returns the epoch a group message names.
+func messageEpoch(m *framing.MLSMessage) (uint64, bool) {
+	switch {
+	case m.Public != nil:
+		return m.Public.Content.Epoch, true
+	case m.Private != nil:
+		return m.Private.Epoch, true
+	}
+	return 0, false
+}
+
+// inactiveError classifies a message for a group this installation was
+// removed from: it holds no keys of any epoch, so a message of an epoch
+// before the removal is older, of a later one future, and of the
+// removal's own epoch undecryptable; each names ErrInactive as its reason.
+func inactiveError(g *group.Group, m *framing.MLSMessage) error {
+	epoch, ok := messageEpoch(m)
+	gc := g.GroupContext()
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: wire format %d is not a group message", ports.ErrInvalid, m.WireFormat)
+	case epoch < gc.Epoch:
+		return fmt.Errorf("%w: %w", &ports.WrongEpochError{Relation: ports.EpochOlder, MessageEpoch: epoch, GroupEpoch: gc.Epoch}, ports.ErrInactive)
+	case epoch > gc.Epoch:
+		return fmt.Errorf("%w: %w", &ports.WrongEpochError{Relation: ports.EpochFuture, MessageEpoch: epoch, GroupEpoch: gc.Epoch}, ports.ErrInactive)
+	default:
+		return fmt.Errorf("%w: no keys of epoch %d: %w", ports.ErrUndecryptable, epoch, ports.ErrInactive)
 	}
 }

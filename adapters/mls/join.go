@@ -2,17 +2,122 @@ package mls
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/group"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 	"github.com/regroup-mls/regroup/adapters/mls/welcome"
 	"github.com/regroup-mls/regroup/ports"
 )
 
+var _ ports.MLSWelcomes = (*Engine)(nil)
+
 func treeLeaf(i uint32) treemath.LeafIndex { return treemath.LeafIndex(i) }
+
+// welcomeVersion tags a staged Welcome's blob: the staging time, the
+// GroupInfo signer and the joined group's state. A blob that starts with
+// the group state's own version byte (2) is a staged Welcome of an engine
+// that kept only that state.
+const welcomeVersion = 0x81
+
+// handle binds a staged Welcome to its group, epoch and bytes: the hex
+// group id, the epoch and a hash of the Welcome, so that one Welcome
+// always stages under one handle and a group's handles share a prefix.
+func handle(groupID []byte, epoch uint64, msg []byte) string {
+	h := sha256.Sum256(msg)
+	return handlePrefix(groupID) + strconv.FormatUint(epoch, 10) + "." + hex.EncodeToString(h[:12])
+}
+
+func handlePrefix(groupID []byte) string { return key(groupID) + "." }
+
+// stagedBlob is a decoded staged Welcome.
+type stagedBlob struct {
+	at     time.Time
+	signer uint32
+	state  []byte
+}
+
+func encodeStaged(at time.Time, signer uint32, state []byte) ([]byte, error) {
+	w := codec.NewWriter(len(state) + 32)
+	w.Uint8(welcomeVersion)
+	ns := uint64(0) // unknown
+	if !at.IsZero() {
+		ns = uint64(at.UnixNano())
+	}
+	w.Uint64(ns)
+	w.Uint32(signer)
+	w.Opaque(state)
+	return w.Bytes()
+}
+
+func decodeStaged(b []byte) (stagedBlob, error) {
+	if len(b) > 0 && b[0] == 2 { // a version-2 group state, staged before the wrapper
+		return stagedBlob{signer: ports.NoLeaf, state: b}, nil
+	}
+	r := codec.NewReader(b)
+	if v := r.Uint8(); v != welcomeVersion {
+		return stagedBlob{}, fmt.Errorf("staged welcome version %d", v)
+	}
+	s := stagedBlob{}
+	if ns := r.Uint64(); ns != 0 {
+		s.at = time.Unix(0, int64(ns)).UTC()
+	}
+	s.signer, s.state = r.Uint32(), r.Opaque()
+	return s, r.Finish()
+}
+
+// loadStaged reads a staged Welcome, or an error wrapping ports.ErrNotFound.
+func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.Group, stagedBlob, error) {
+	b, err := tx.Blobs().Get(ctx, nsWelcome, h)
+	if errors.Is(err, ports.ErrNotFound) {
+		return nil, stagedBlob{}, fmt.Errorf("staged welcome %s: %w", h, ports.ErrNotFound)
+	}
+	if err != nil {
+		return nil, stagedBlob{}, err
+	}
+	s, err := decodeStaged(b)
+	if err != nil {
+		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	}
+	g, err := group.Load(s.state, nil)
+	if err != nil {
+		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	}
+	g.SetPastEpochs(e.opts.PastEpochs)
+	return g, s, nil
+}
+
+func stagedView(h string, g *group.Group, s stagedBlob) ports.StagedWelcome {
+	out := ports.StagedWelcome{Group: view(g, nil), Handle: h, StagedAt: s.at, Signer: ports.Member{LeafIndex: s.signer}}
+	if s.signer != ports.NoLeaf {
+		out.Signer = toMember(s.signer, g.LeafNode(treeLeaf(s.signer)))
+	}
+	return out
+}
+
+// unsupported checks that the key package advertises the Welcome's MLS
+// version and cipher suite, and that this engine speaks them (JOIN-087).
+func (e *Engine) unsupported(m *framing.MLSMessage, kp *message.KeyPackage) error {
+	caps := &kp.LeafNode.Capabilities
+	if m.Version != message.MLS10 || !slices.Contains(caps.Versions, m.Version) {
+		return fmt.Errorf("%w: welcome of mls version %d", ports.ErrUnsupported, m.Version)
+	}
+	s := m.Welcome.CipherSuite
+	if s != e.suite.ID() || s != kp.CipherSuite || !slices.Contains(caps.CipherSuites, s) {
+		return fmt.Errorf("%w: welcome of cipher suite %#04x", ports.ErrUnsupported, uint16(s))
+	}
+	return nil
+}
 
 // StageWelcome decrypts and verifies a Welcome with the key package's
 // private keys without installing it. A Welcome whose GroupSecrets name
@@ -24,6 +129,9 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	}
 	k, err := decodeKeyPackage(kp.KeyPackage)
 	if err != nil {
+		return ports.StagedWelcome{}, err
+	}
+	if err := e.unsupported(m, k); err != nil {
 		return ports.StagedWelcome{}, err
 	}
 	gs, err := welcome.OpenSecrets(e.suite, m.Welcome, k, kp.InitPrivateKey)
@@ -38,46 +146,157 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	}
 	g, err := group.Join(e.suite, m.Welcome, &group.JoinOptions{KeyPackage: k, InitPriv: kp.InitPrivateKey,
 		EncryptionPriv: kp.EncryptionPrivateKey, SignaturePriv: e.opts.SignaturePrivateKey})
+	if errors.Is(err, group.ErrUnsupported) {
+		return ports.StagedWelcome{}, fmt.Errorf("%w: %v", ports.ErrUnsupported, err)
+	}
 	if err != nil {
 		return ports.StagedWelcome{}, fmt.Errorf("%w: %v", ports.ErrInvalid, err)
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
-	handle, err := newHandle()
+	h := handle(g.GroupContext().GroupID, g.Epoch(), msg)
+	if held, s, err := e.loadStaged(ctx, tx, h); err == nil {
+		return stagedView(h, held, s), nil // staged before: one Welcome, one handle
+	} else if !errors.Is(err, ports.ErrNotFound) {
+		return ports.StagedWelcome{}, err
+	}
+	state, err := g.Marshal()
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	b, err := g.Marshal()
+	s := stagedBlob{at: e.now().UTC(), signer: g.WelcomeSigner(), state: state}
+	b, err := encodeStaged(s.at, s.signer, state)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	if err := tx.Blobs().Put(ctx, nsWelcome, handle, b); err != nil {
+	if err := tx.Blobs().Put(ctx, nsWelcome, h, b); err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	return ports.StagedWelcome{Group: view(g), Signer: member(g, framing.Sender{Type: framing.SenderMember, LeafIndex: g.WelcomeSigner()}), Handle: handle}, nil
+	return stagedView(h, g, s), nil
 }
 
-// InstallWelcome installs a staged Welcome, replacing any state held for
-// the group.
-func (e *Engine) InstallWelcome(ctx context.Context, tx ports.Tx, handle string) (ports.GroupView, error) {
-	b, err := tx.Blobs().Get(ctx, nsWelcome, handle)
+// InstallWelcome installs a staged Welcome into a group the engine holds
+// no state for.
+func (e *Engine) InstallWelcome(ctx context.Context, tx ports.Tx, h string) (ports.GroupView, error) {
+	return e.InstallWelcomeWith(ctx, tx, h, ports.InstallOptions{})
+}
+
+// InstallWelcomeWith installs a staged Welcome; with opts.Replace over
+// held state whose epoch is not greater than the Welcome's. It deletes
+// every staged Welcome of the group.
+func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, opts ports.InstallOptions) (ports.GroupView, error) {
+	g, _, err := e.loadStaged(ctx, tx, h)
 	if err != nil {
 		return ports.GroupView{}, err
 	}
-	g, err := group.Load(b, nil)
-	if err != nil {
-		return ports.GroupView{}, fmt.Errorf("mls engine: staged welcome %s: %w", handle, err)
+	gid := g.GroupContext().GroupID
+	switch held, err := e.load(ctx, tx, gid); {
+	case errors.Is(err, ports.ErrGroupNotFound):
+	case err != nil:
+		return ports.GroupView{}, err
+	case !opts.Replace:
+		return ports.GroupView{}, fmt.Errorf("install welcome: group %x is held at epoch %d: %w", gid, held.Epoch(), ports.ErrAlreadyExists)
+	case held.Epoch() > g.Epoch():
+		return ports.GroupView{}, fmt.Errorf("install welcome: group %x is held at epoch %d, after the welcome's %d: %w", gid, held.Epoch(), g.Epoch(), ports.ErrAlreadyExists)
 	}
-	id := key(g.GroupContext().GroupID)
-	for _, ns := range []string{nsStaged, nsPending} {
-		if err := tx.Blobs().Delete(ctx, ns, id); err != nil {
-			return ports.GroupView{}, err
-		}
+	if err := deleteAll(ctx, tx, gid, nsStaged, nsPending, nsExternal, nsStagedExternal, nsRemoval); err != nil {
+		return ports.GroupView{}, err
 	}
 	if err := save(ctx, tx, g); err != nil {
 		return ports.GroupView{}, err
 	}
-	if err := tx.Blobs().Delete(ctx, nsWelcome, handle); err != nil {
+	siblings, err := e.handles(ctx, tx, gid)
+	if err != nil {
 		return ports.GroupView{}, err
 	}
-	return view(g), nil
+	for _, s := range append(siblings, h) {
+		if err := tx.Blobs().Delete(ctx, nsWelcome, s); err != nil {
+			return ports.GroupView{}, err
+		}
+	}
+	return view(g, nil), nil
+}
+
+// handles lists the handles of staged Welcomes of the group, or of every
+// group when groupID is nil.
+func (e *Engine) handles(ctx context.Context, tx ports.Tx, groupID []byte) ([]string, error) {
+	prefix := ""
+	if groupID != nil {
+		prefix = handlePrefix(groupID)
+	}
+	out, err := tx.Blobs().Keys(ctx, nsWelcome, prefix)
+	if err != nil || groupID == nil {
+		return out, err
+	}
+	// Handles of engines that named them at random carry no group id.
+	all, err := tx.Blobs().Keys(ctx, nsWelcome, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range all {
+		if strings.Contains(h, ".") {
+			continue
+		}
+		if g, _, err := e.loadStaged(ctx, tx, h); err == nil && string(g.GroupContext().GroupID) == string(groupID) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// StagedWelcome returns what StageWelcome returned for the handle.
+func (e *Engine) StagedWelcome(ctx context.Context, tx ports.Tx, h string) (ports.StagedWelcome, error) {
+	g, s, err := e.loadStaged(ctx, tx, h)
+	if err != nil {
+		return ports.StagedWelcome{}, err
+	}
+	return stagedView(h, g, s), nil
+}
+
+// StagedWelcomes lists the staged Welcomes of the group, or of every group
+// when groupID is nil.
+func (e *Engine) StagedWelcomes(ctx context.Context, tx ports.Tx, groupID []byte) ([]ports.StagedWelcome, error) {
+	hs, err := e.handles(ctx, tx, groupID)
+	if err != nil {
+		return nil, err
+	}
+	var out []ports.StagedWelcome
+	for _, h := range hs {
+		st, err := e.StagedWelcome(ctx, tx, h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// DiscardWelcome deletes a staged Welcome.
+func (e *Engine) DiscardWelcome(ctx context.Context, tx ports.Tx, h string) error {
+	return tx.Blobs().Delete(ctx, nsWelcome, h)
+}
+
+// ExpireWelcomes discards the staged Welcomes staged before stagedBefore
+// or at an unknown time.
+func (e *Engine) ExpireWelcomes(ctx context.Context, tx ports.Tx, stagedBefore time.Time) (int, error) {
+	hs, err := tx.Blobs().Keys(ctx, nsWelcome, "")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, h := range hs {
+		b, err := tx.Blobs().Get(ctx, nsWelcome, h)
+		if err != nil {
+			return n, err
+		}
+		s, err := decodeStaged(b)
+		if err == nil && !s.at.IsZero() && !s.at.Before(stagedBefore) {
+			continue // an undecodable blob is discarded with the expired
+		}
+		if err := tx.Blobs().Delete(ctx, nsWelcome, h); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

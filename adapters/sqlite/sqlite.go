@@ -9,6 +9,12 @@
 // failing when it upgrades a read to a write. Consequently a Tx started
 // from inside another Tx's fn on the same store waits for a connection that
 // the outer one holds, until its context ends: do not nest transactions.
+//
+// # Errors
+//
+// A transaction that still finds the write lock held when the busy timeout
+// runs out fails with an error wrapping [ports.ErrConflict]: it may succeed
+// when retried. Other failures follow [ports.Store].
 package sqlite
 
 import (
@@ -35,7 +41,7 @@ var ErrBadPath = errors.New("bad sqlite path")
 // Options tune Open; the zero value (or nil) is the default.
 type Options struct {
 	// BusyTimeout is how long a transaction waits for another process's
-	// write lock; 0 means 5 seconds.
+	// write lock before it fails with ports.ErrConflict; 0 means 5 seconds.
 	BusyTimeout time.Duration
 	// Logger receives gorm's SQL log; nil discards it.
 	Logger logger.Interface
@@ -125,7 +131,10 @@ func openOnce(ctx context.Context, path, dsn string, o *Options) (*Store, error)
 		sqlDB.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite"}, sqlDB.Close)
+	// A lock still held when the busy timeout ran out is a lost race that
+	// may succeed later: the waiting already happened, so it is reported
+	// at once as a conflict rather than retried here.
+	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite", Retryable: isBusy, MaxAttempts: 1}, sqlDB.Close)
 	if err != nil {
 		sqlDB.Close()
 		return nil, err

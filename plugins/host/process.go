@@ -2,9 +2,13 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
+	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 
@@ -13,30 +17,30 @@ import (
 	"github.com/regroup-mls/regroup/proto/pluginpb"
 )
 
-// process is one plugin binary and the go-plugin client of its current
-// process. At most one goroutine starts or replaces the process at a time
-// (sem); callers wait for that under their own ctx.
+// process is one plugin binary and the generations of processes run from
+// it. At most one goroutine starts a process at a time (sem); callers wait
+// for that under their own ctx. Every process runs under life, so Close
+// stops even one that has not finished its handshake.
 type process struct {
-	bin    binary
-	o      Options
-	secure *plugin.SecureConfig
+	bin  binary
+	path string // what is executed: the verified copy of a pinned binary
+	o    Options
+
+	life context.Context
+	end  context.CancelFunc
 
 	sem     chan struct{}
-	client  *plugin.Client
-	rpc     pluginpb.AlgorithmsClient
-	gen     uint64
+	cur     *generation
+	gen     uint64 // processes started
 	version int
 
-	bad    atomic.Uint64 // generation found dead or hung; 0 = none
-	closed atomic.Bool
+	running sync.WaitGroup // generations not yet cleaned up
+	closed  atomic.Bool
 }
 
-func newProcess(bin binary, o Options) (*process, error) {
-	sc, err := secureConfig(bin, o)
-	if err != nil {
-		return nil, err
-	}
-	return &process{bin: bin, o: o, secure: sc, sem: make(chan struct{}, 1)}, nil
+func newProcess(bin binary, path string, o Options) *process {
+	life, end := context.WithCancel(context.Background())
+	return &process{bin: bin, path: path, o: o, life: life, end: end, sem: make(chan struct{}, 1)}
 }
 
 func (p *process) name() string { return p.bin.name }
@@ -45,12 +49,11 @@ func (p *process) name() string { return p.bin.name }
 // replaces it to act as a newer host.
 var hostPluginSets = func() map[int]plugin.PluginSet { return protocol.PluginSets(nil) }
 
-func (p *process) config() *plugin.ClientConfig {
+func (p *process) config(cmd *exec.Cmd) *plugin.ClientConfig {
 	return &plugin.ClientConfig{
 		HandshakeConfig:  protocol.Handshake,
 		VersionedPlugins: hostPluginSets(),
-		Cmd:              exec.Command(p.bin.path),
-		SecureConfig:     p.secure,
+		Cmd:              cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		StartTimeout:     p.o.StartTimeout,
@@ -59,34 +62,128 @@ func (p *process) config() *plugin.ClientConfig {
 	}
 }
 
+// generation is one plugin process. A retired generation takes no new
+// calls and is stopped as soon as the calls it still holds end.
+type generation struct {
+	client *plugin.Client
+	rpc    pluginpb.AlgorithmsClient
+	stop   context.CancelFunc // kills the process (exec.CommandContext)
+	done   func()
+
+	mu       sync.Mutex
+	inflight int
+	retired  bool
+	once     sync.Once
+}
+
+// enter counts a call on g unless g is retired or its process exited.
+func (g *generation) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.retired || g.client.Exited() {
+		return false
+	}
+	g.inflight++
+	return true
+}
+
+func (g *generation) leave() {
+	g.mu.Lock()
+	g.inflight--
+	last := g.retired && g.inflight == 0
+	g.mu.Unlock()
+	if last {
+		g.kill()
+	}
+}
+
+// retire takes g out of service; its process is stopped once no call
+// holds it.
+func (g *generation) retire() {
+	g.mu.Lock()
+	g.retired = true
+	idle := g.inflight == 0
+	g.mu.Unlock()
+	if idle {
+		g.kill()
+	}
+}
+
+// kill stops the process at once and releases the client in the
+// background.
+func (g *generation) kill() {
+	g.once.Do(func() {
+		g.stop()
+		go func() {
+			g.client.Kill()
+			g.done()
+		}()
+	})
+}
+
 // start makes sure a healthy process runs and returns the negotiated
 // protocol version.
 func (p *process) start(ctx context.Context) (int, error) {
-	_, _, err := p.acquire(ctx)
-	return p.version, err
+	g, err := p.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	g.leave()
+	return p.version, nil
 }
 
-// acquire returns a client of a running process, starting a fresh one when
-// there is none, it exited, or it was marked bad.
-func (p *process) acquire(ctx context.Context) (pluginpb.AlgorithmsClient, uint64, error) {
+// acquire returns a generation that counts the caller's call, starting a
+// fresh process when there is none, it exited, or it was retired.
+func (p *process) acquire(ctx context.Context) (*generation, error) {
 	select {
 	case p.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, 0, fmt.Errorf("%w: waiting for plugin start: %w", ports.ErrAlgorithmUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: waiting for plugin start: %w", ports.ErrAlgorithmUnavailable, ctx.Err())
+	case <-p.life.Done():
+		return nil, fmt.Errorf("%w: %v", ports.ErrAlgorithmUnavailable, errClosed)
 	}
 	defer func() { <-p.sem }()
 	if p.closed.Load() {
-		return nil, 0, fmt.Errorf("%w: %v", ports.ErrAlgorithmUnavailable, errClosed)
+		return nil, fmt.Errorf("%w: %v", ports.ErrAlgorithmUnavailable, errClosed)
 	}
-	if p.client != nil && !p.client.Exited() && p.bad.Load() != p.gen {
-		return p.rpc, p.gen, nil
+	if p.cur != nil && p.cur.enter() {
+		return p.cur, nil
 	}
-	if p.client != nil {
-		old := p.client
-		p.client, p.rpc = nil, nil
-		go old.Kill() // a hung process can take seconds to stop
+	if p.cur != nil {
+		p.cur.retire()
+		p.cur = nil
 	}
-	c := plugin.NewClient(p.config())
+	g, err := p.launch(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: start plugin %s: %w", ports.ErrAlgorithmUnavailable, p.bin.name, err)
+	}
+	p.cur = g
+	if !g.enter() {
+		return nil, fmt.Errorf("%w: plugin %s exited as it started", ports.ErrAlgorithmUnavailable, p.bin.name)
+	}
+	return g, nil
+}
+
+// launch starts a process, retrying a few times when the kernel says the
+// file is still open for writing (a fork elsewhere in the host may hold
+// the verified copy's descriptor for a moment).
+func (p *process) launch(ctx context.Context) (*generation, error) {
+	for attempt := 1; ; attempt++ {
+		g, err := p.launchOnce(ctx)
+		if err == nil || !errors.Is(err, syscall.ETXTBSY) || attempt == 5 {
+			return g, err
+		}
+		select {
+		case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (p *process) launchOnce(ctx context.Context) (*generation, error) {
+	pctx, stop := context.WithCancel(p.life)
+	c := plugin.NewClient(p.config(exec.CommandContext(pctx, p.path)))
 	type result struct {
 		rpc pluginpb.AlgorithmsClient
 		err error
@@ -110,53 +207,69 @@ func (p *process) acquire(ctx context.Context) (pluginpb.AlgorithmsClient, uint6
 		}
 		done <- result{rpc: rpc}
 	}()
+	var r result
 	select {
-	case r := <-done:
-		if r.err != nil {
-			c.Kill()
-			return nil, 0, fmt.Errorf("%w: start plugin %s: %w", ports.ErrAlgorithmUnavailable, p.bin.name, r.err)
-		}
-		p.client, p.rpc = c, r.rpc
-		p.gen++
-		p.version = c.NegotiatedVersion()
-		return p.rpc, p.gen, nil
+	case r = <-done:
 	case <-ctx.Done():
-		go func() { <-done; c.Kill() }()
-		return nil, 0, fmt.Errorf("%w: start plugin %s: %w", ports.ErrAlgorithmUnavailable, p.bin.name, ctx.Err())
+		// Killing the process ends the handshake wait at once.
+		stop()
+		<-done
+		r = result{err: ctx.Err()}
+	case <-p.life.Done():
+		<-done
+		r = result{err: errClosed}
 	}
+	if r.err != nil {
+		stop()
+		c.Kill()
+		return nil, r.err
+	}
+	p.gen++
+	p.version = c.NegotiatedVersion()
+	p.running.Add(1)
+	return &generation{client: c, rpc: r.rpc, stop: stop, done: p.running.Done}, nil
 }
 
 func (p *process) call(ctx context.Context, what string, f func(context.Context, pluginpb.AlgorithmsClient) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s via plugin %s: %w: %w", what, p.bin.name, ports.ErrAlgorithmUnavailable, err)
 	}
-	rpc, gen, err := p.acquire(ctx)
+	g, err := p.acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("%s via plugin %s: %w", what, p.bin.name, err)
 	}
-	err = f(ctx, rpc)
-	if err == nil {
-		return nil
+	err = f(ctx, g.rpc)
+	if err != nil {
+		verdict, mapped := protocol.FromRPC(ctx, err)
+		switch verdict {
+		case protocol.Dead:
+			g.retire()
+			g.kill()
+		case protocol.Hung:
+			g.retire()
+		}
+		if verdict != protocol.Healthy {
+			p.o.Logger.Warn("plugin process retired", "plugin", p.bin.name, "hung", verdict == protocol.Hung, "error", mapped.Error())
+		}
+		err = fmt.Errorf("%s via plugin %s: %w", what, p.bin.name, mapped)
 	}
-	verdict, mapped := protocol.FromRPC(ctx, err)
-	if verdict != protocol.Healthy {
-		// The next call starts a fresh process.
-		p.bad.Store(gen)
-		p.o.Logger.Warn("plugin marked for restart", "plugin", p.bin.name, "hung", verdict == protocol.Hung, "error", err)
-	}
-	return fmt.Errorf("%s via plugin %s: %w", what, p.bin.name, mapped)
+	g.leave()
+	return err
 }
 
-// close stops the process; later calls fail with ErrAlgorithmUnavailable.
+// close stops every process, one still starting included, and waits until
+// each is gone; later calls fail with ErrAlgorithmUnavailable.
 func (p *process) close() {
 	p.closed.Store(true)
+	p.end()
 	p.sem <- struct{}{}
-	c := p.client
-	p.client, p.rpc = nil, nil
+	g := p.cur
+	p.cur = nil
 	<-p.sem
-	if c != nil {
-		c.Kill()
+	if g != nil {
+		g.retire()
 	}
+	p.running.Wait()
 }
 
 func wrapRemote(ctx context.Context, what, name string, err error) error {

@@ -7,6 +7,10 @@
 //     adapters are exercised without starting a process;
 //   - [Build] compiles a plugin main package and loads the binary through
 //     the host, exactly as a deployment does.
+//
+// The command in plugins/plugintest/hostile is a plugin that breaks the
+// protocol on purpose, one way per binary name; the host's tests build it
+// to check what the host refuses.
 package plugintest
 
 import (

@@ -1,11 +1,15 @@
 package mlstest_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +61,7 @@ func (h *brokenHarness) MakeEngine(t *testing.T, sigKey []byte) (ports.MLS, erro
 		n = 0 // as if past-epoch keys were held in memory only
 	}
 	e, err := mls.New(mls.Options{SignaturePrivateKey: sigKey, PastEpochs: n})
-	b := brokenEngine{Engine: e, rule: h.rule, sig: sigKey}
+	b := brokenEngine{Engine: e, rule: h.rule, sig: sigKey, kept: map[string][]byte{}}
 	if h.rule == "replay-accepted" {
 		b.seen = map[string]ports.Processed{}
 	}
@@ -95,6 +99,22 @@ type brokenEngine struct {
 	sig  []byte
 	// seen holds the application messages processed, with replay-accepted.
 	seen map[string]ports.Processed
+	// kept holds blobs a rule puts back later, by namespace and key.
+	kept map[string][]byte
+}
+
+// blob namespaces of the engine that rules tamper with.
+const (
+	nsGroup   = "mls.group"
+	nsStaged  = "mls.staged"
+	nsWelcome = "mls.welcome"
+)
+
+// keep remembers the blob ns/k under name.
+func (b brokenEngine) keep(ctx context.Context, tx ports.Tx, name, ns, k string) {
+	if v, err := tx.Blobs().Get(ctx, ns, k); err == nil {
+		b.kept[name] = v
+	}
 }
 
 func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte) (ports.Processed, error) {
@@ -102,7 +122,7 @@ func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte)
 		panic("short message")
 	}
 	p, err := b.Engine.Process(ctx, tx, gid, msg)
-	if err == nil && b.rule == "sender-from-current-tree" {
+	if p, err = b.breakProcess(ctx, tx, gid, p, err); err == nil && b.rule == "sender-from-current-tree" {
 		if v, verr := b.Engine.Group(ctx, tx, gid); verr == nil {
 			for _, m := range v.Members {
 				if m.LeafIndex == p.Sender.LeafIndex {
@@ -152,6 +172,12 @@ func (b brokenEngine) Process(ctx context.Context, tx ports.Tx, gid, msg []byte)
 
 func (b brokenEngine) Group(ctx context.Context, tx ports.Tx, gid []byte) (ports.GroupView, error) {
 	v, err := b.Engine.Group(ctx, tx, gid)
+	switch b.rule {
+	case "forget-removal":
+		v.Removal = nil
+	case "members-bare":
+		v = strip(v)
+	}
 	if b.rule == "not-found-unclassified" && errors.Is(err, ports.ErrGroupNotFound) {
 		return v, errors.New(err.Error())
 	}
@@ -163,6 +189,9 @@ func (b brokenEngine) Group(ctx context.Context, tx ports.Tx, gid []byte) (ports
 
 func (b brokenEngine) MergeStaged(ctx context.Context, tx ports.Tx, gid []byte) (ports.GroupView, error) {
 	v, err := b.Engine.MergeStaged(ctx, tx, gid)
+	if b.rule == "forget-removal" {
+		v.Removal = nil
+	}
 	if b.rule == "always-active" {
 		v.Active = true
 	}
@@ -193,6 +222,12 @@ func (b brokenEngine) Export(ctx context.Context, tx ports.Tx, gid []byte, label
 
 func (b brokenEngine) StageWelcome(ctx context.Context, tx ports.Tx, w []byte, kp ports.KeyPackageRecord) (ports.StagedWelcome, error) {
 	st, err := b.Engine.StageWelcome(ctx, tx, w, kp)
+	if b.rule == "unsupported-as-invalid" && errors.Is(err, ports.ErrUnsupported) {
+		return st, fmt.Errorf("%w: %v", ports.ErrInvalid, err)
+	}
+	if b.rule == "keep-sibling-handles" && err == nil {
+		b.keep(ctx, tx, "welcome:"+st.Handle, nsWelcome, st.Handle)
+	}
 	if b.rule == "stage-any-key-package" && err != nil {
 		return ports.StagedWelcome{Handle: "none"}, nil
 	}
@@ -216,4 +251,102 @@ func (b brokenEngine) ValidateKeyPackage(ctx context.Context, kp []byte, opts po
 		return ports.ValidatedKeyPackage{}, nil
 	}
 	return v, err
+}
+
+// breakProcess applies the rules about own commits, readds, staged
+// commits, inactive groups and what Processed reports.
+func (b brokenEngine) breakProcess(ctx context.Context, tx ports.Tx, gid []byte, p ports.Processed, err error) (ports.Processed, error) {
+	var we *ports.WrongEpochError
+	switch {
+	case b.rule == "own-commit-invalid" && err == nil && p.Own:
+		return ports.Processed{}, fmt.Errorf("%w: processing one's own commit", ports.ErrInvalid)
+	case b.rule == "own-commit-not-equal" && errors.As(err, &we) && we.Relation == ports.EpochEqual:
+		return p, fmt.Errorf("%w: processing one's own commit", ports.ErrInvalid)
+	case b.rule == "readd-invalid" && err == nil && p.RemovesSelf && p.Staged != nil:
+		for _, m := range p.Staged.Members {
+			if bytes.Equal(m.SignatureKey, ed25519.NewKeyFromSeed(b.sig).Public().(ed25519.PublicKey)) {
+				return ports.Processed{}, fmt.Errorf("%w: own leaf re-added", ports.ErrInvalid)
+			}
+		}
+	case b.rule == "merge-any-staged" && err == nil && p.Kind == ports.ProcessedCommit:
+		b.keep(ctx, tx, "staged:"+hex.EncodeToString(gid), nsStaged, hex.EncodeToString(gid))
+	case b.rule == "merge-any-staged" && err != nil:
+		if v, ok := b.kept["staged:"+hex.EncodeToString(gid)]; ok {
+			_ = tx.Blobs().Put(ctx, nsStaged, hex.EncodeToString(gid), v)
+		}
+	case b.rule == "no-process-error" && errors.As(err, new(*ports.ProcessError)):
+		var pe *ports.ProcessError
+		errors.As(err, &pe)
+		return p, pe.Err
+	case b.rule == "inactive-unclassified" && errors.Is(err, ports.ErrInactive):
+		return p, ports.ErrInactive
+	case b.rule == "no-message-epoch" && err == nil:
+		if v, verr := b.Engine.Group(ctx, tx, gid); verr == nil {
+			p.Epoch = v.Epoch
+		}
+	case b.rule == "no-proposals":
+		p.Proposals = nil
+	case b.rule == "external-sender-as-member" && p.SenderType == ports.SenderNewMemberCommit:
+		p.SenderType = ports.SenderMember
+	}
+	return p, err
+}
+
+func (b brokenEngine) InstallWelcome(ctx context.Context, tx ports.Tx, h string) (ports.GroupView, error) {
+	if b.rule == "install-replaces-silently" {
+		return b.Engine.InstallWelcomeWith(ctx, tx, h, ports.InstallOptions{Replace: true})
+	}
+	v, err := b.Engine.InstallWelcome(ctx, tx, h)
+	switch {
+	case b.rule == "stale-handle-rolls-back" && err == nil:
+		b.keep(ctx, tx, "installed:"+h, nsGroup, hex.EncodeToString(v.GroupID))
+		b.kept["gid:"+h] = v.GroupID
+	case b.rule == "stale-handle-rolls-back":
+		if state, ok := b.kept["installed:"+h]; ok { // the old engine kept the staged state and installed it again
+			if perr := tx.Blobs().Put(ctx, nsGroup, hex.EncodeToString(b.kept["gid:"+h]), state); perr != nil {
+				return v, perr
+			}
+			return b.Engine.Group(ctx, tx, b.kept["gid:"+h])
+		}
+	case b.rule == "keep-sibling-handles" && err == nil:
+		for name, blob := range b.kept {
+			if k, ok := strings.CutPrefix(name, "welcome:"); ok && k != h {
+				_ = tx.Blobs().Put(ctx, nsWelcome, k, blob)
+			}
+		}
+	}
+	return v, err
+}
+
+func (b brokenEngine) CreateGroup(ctx context.Context, tx ports.Tx, gid []byte, kp ports.KeyPackageBundle, ext []ports.Extension) (ports.GroupView, error) {
+	if b.rule == "create-overwrites" {
+		if err := tx.Blobs().Delete(ctx, nsGroup, hex.EncodeToString(gid)); err != nil {
+			return ports.GroupView{}, err
+		}
+	}
+	return b.Engine.CreateGroup(ctx, tx, gid, kp, ext)
+}
+
+func (b brokenEngine) PendingCommit(ctx context.Context, tx ports.Tx, gid []byte) (ports.CommitOutput, error) {
+	if b.rule == "pending-commit-lost" {
+		return ports.CommitOutput{}, ports.ErrNotFound
+	}
+	return b.Engine.PendingCommit(ctx, tx, gid)
+}
+
+func (b brokenEngine) ExpireWelcomes(ctx context.Context, tx ports.Tx, before time.Time) (int, error) {
+	if b.rule == "expire-everything" {
+		before = before.Add(time.Hour)
+	}
+	return b.Engine.ExpireWelcomes(ctx, tx, before)
+}
+
+// strip removes what a member carries beyond its key and inbox.
+func strip(v ports.GroupView) ports.GroupView {
+	ms := make([]ports.Member, len(v.Members))
+	for i, m := range v.Members {
+		ms[i] = ports.Member{LeafIndex: m.LeafIndex, SignatureKey: m.SignatureKey, InboxID: m.InboxID}
+	}
+	v.Members = ms
+	return v
 }

@@ -70,7 +70,8 @@ func (e *env) wantClass(step string, err, want error) {
 	}
 }
 
-// wantEpoch requires err to be a *WrongEpochError with these fields.
+// wantEpoch requires err to be a *WrongEpochError with these fields,
+// inside a *ProcessError carrying the message epoch (COMP-117).
 func (e *env) wantEpoch(step string, err error, rel ports.EpochRelation, msgEpoch, groupEpoch uint64) {
 	e.t.Helper()
 	e.wantClass(step, err, ports.ErrWrongEpoch)
@@ -78,6 +79,10 @@ func (e *env) wantEpoch(step string, err error, rel ports.EpochRelation, msgEpoc
 	errors.As(err, &we)
 	if we.Relation != rel || we.MessageEpoch != msgEpoch || we.GroupEpoch != groupEpoch {
 		e.t.Fatalf("%s: %s message epoch %d group epoch %d, want %s %d %d", step, we.Relation, we.MessageEpoch, we.GroupEpoch, rel, msgEpoch, groupEpoch)
+	}
+	var pe *ports.ProcessError
+	if !errors.As(err, &pe) || pe.MessageEpoch != msgEpoch {
+		e.t.Fatalf("%s: the failure is no *ports.ProcessError carrying message epoch %d: %v", step, msgEpoch, err)
 	}
 }
 

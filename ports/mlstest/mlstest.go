@@ -39,6 +39,29 @@
 //     the lifetime is checked exactly when ValidateOptions.Now is set.
 //   - PastEpochs: late application messages within the declared bound
 //     decrypt, also after a restart; beyond it they are of a wrong epoch.
+//   - Own commits (COMP-110, COMP-111): an installation's own commit read
+//     back is staged and merged; a losing one is older; its own commit
+//     without the pending state is of relation equal (FORK-073).
+//   - Readd and removal (FORK-062, COMP-112, COMP-113): a commit that
+//     removes and re-adds an installation reports RemovesSelf; the
+//     inactive group keeps a removal record for JOIN-042 and classifies
+//     every later message in one class.
+//   - Process and MergeStaged (COMP-114, COMP-117): only the last
+//     Process's commit merges; Processed names the message's epoch, its
+//     sender type and a commit's proposals; members carry credentials,
+//     capabilities and keys.
+//   - Staged Welcomes (COMP-115, COMP-116, JOIN-087): one handle per
+//     Welcome, no install over held state, siblings deleted on install,
+//     list, discard, expiry and view after a restart; a Welcome in an
+//     unsupported version or suite is ErrUnsupported.
+//   - CreateGroup, PendingCommit and external commits (COMP-118): an
+//     existing group is not overwritten; a pending commit is handed back
+//     after a restart; GroupInfo and external joins, with and without
+//     resync.
+//
+// Cases of an optional interface ([ports.MLSWelcomes],
+// [ports.MLSPendingCommits], [ports.MLSExternal]) skip, with the reason,
+// when the engine does not implement it.
 //
 // # Writing a harness
 //
@@ -50,14 +73,6 @@
 // expects back in [ports.Member.InboxID]. Key packages advertise the
 // private-use extension type 0xff7a in their capabilities, and one commit
 // sets it as a group context extension.
-//
-// # What the port cannot express
-//
-// [ports.EpochEqual] describes a message whose epoch number equals the
-// group's but that was expected for another epoch. [ports.MLS.Process]
-// takes no expected epoch, so no message provokes it through the port
-// alone; the suite checks instead that every [*ports.WrongEpochError] it
-// sees carries the relation its two epoch numbers imply.
 package mlstest
 
 import (
@@ -126,6 +141,9 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, failureCases...)
 	cases = append(cases, keyPackageCases...)
 	cases = append(cases, pastEpochCases...)
+	cases = append(cases, clientCases...)
+	cases = append(cases, welcomeCases...)
+	cases = append(cases, repairCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)

@@ -244,7 +244,9 @@ func diff(a, b ports.GroupView) string {
 	if a.Epoch != b.Epoch {
 		d += fmt.Sprintf("epoch %d / %d\n", a.Epoch, b.Epoch)
 	}
-	if len(a.EpochAuthenticator) == 0 || !bytes.Equal(a.EpochAuthenticator, b.EpochAuthenticator) {
+	// An active state always has an epoch authenticator; an inactive one
+	// holds no secrets to derive it from.
+	if (a.Active && len(a.EpochAuthenticator) == 0) || !bytes.Equal(a.EpochAuthenticator, b.EpochAuthenticator) {
 		d += fmt.Sprintf("epoch authenticator %x / %x\n", a.EpochAuthenticator, b.EpochAuthenticator)
 	}
 	if len(a.TreeHash) == 0 || !bytes.Equal(a.TreeHash, b.TreeHash) {

@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
@@ -52,7 +53,7 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	if external {
 		committer = noLeaf
 	} else if g.priv != nil && committer == g.priv.Leaf() {
-		return nil, fmt.Errorf("%w: processing one's own commit", ErrUnsupported)
+		return nil, ErrOwnCommit
 	}
 	commit := ac.Content.Commit
 	props, err := g.resolve(commit, ac.Content.Sender)
@@ -83,12 +84,12 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		}
 	}
 	var priv *treekem.PrivateState
-	removed := false
-	if g.priv != nil {
-		own := tree.Leaf(g.priv.Leaf())
-		if removed = own == nil; !removed {
-			priv = g.priv.Clone()
-		}
+	// Removal is decided from the Remove proposals, not from a blank leaf:
+	// a commit that removes this member and adds it back (a readd) can
+	// put the new leaf where the old one was.
+	removed := g.priv != nil && slices.Contains(ap.removed, g.priv.Leaf())
+	if g.priv != nil && !removed {
+		priv = g.priv.Clone()
 	}
 	if priv != nil {
 		own := tree.Leaf(g.priv.Leaf())
@@ -113,13 +114,15 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Pending{Message: m, next: next, RemovesSelf: removed, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}, nil
+		return &Pending{Message: m, next: next, RemovesSelf: removed, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
+			Proposals: commitProposals(props)}, nil
 	}
 	next, err := g.nextEpoch(ac, gc, tree, priv, commitSecret, ap.psks, initSecret, true)
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{Message: m, next: next, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData}, nil
+	return &Pending{Message: m, next: next, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
+		Proposals: commitProposals(props)}, nil
 }
 
 // mergePath verifies the committer's new leaf, merges the path into tree,

@@ -40,6 +40,10 @@ type Pending struct {
 	// Sender and AuthenticatedData are the commit's framing.
 	Sender            framing.Sender
 	AuthenticatedData []byte
+	// Proposals are the commit's resolved proposals, in its order; nil
+	// for a pending commit restored by [LoadPending] (see
+	// [Group.PendingProposals]).
+	Proposals []CommitProposal
 
 	next *Group
 }
@@ -108,7 +112,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Pending{Message: msg, next: next, Sender: c.Sender, AuthenticatedData: c.AuthenticatedData}
+	p := &Pending{Message: msg, next: next, Sender: c.Sender, AuthenticatedData: c.AuthenticatedData, Proposals: commitProposals(props)}
 	if len(ap.added) > 0 {
 		if p.Welcome, err = next.welcome(tree, ap, created, opts.TreeInWelcome); err != nil {
 			return nil, err
@@ -187,7 +191,8 @@ func (g *Group) MergePending(p *Pending) error {
 	}
 	next := p.next
 	next.maxPast = g.maxPast
-	if g.maxPast > 0 {
+	// A removed member keeps no keys: its past epochs go with it.
+	if g.maxPast > 0 && !p.RemovesSelf {
 		next.past = append(g.past, g.pastView())
 		next.trimPast()
 	}
@@ -195,6 +200,20 @@ func (g *Group) MergePending(p *Pending) error {
 	p.next = nil
 	return nil
 }
+
+// Joined returns the group of the epoch a pending external commit of
+// [JoinExternalPending] leads to: the joiner's new state, which replaces
+// whatever it held.
+func (p *Pending) Joined() (*Group, error) {
+	if p == nil || p.next == nil || p.Sender.Type != framing.SenderNewMemberCommit {
+		return nil, invalid("not a pending external commit")
+	}
+	return p.next, nil
+}
+
+// Leaf returns this member's leaf in the epoch the commit leads to (0 when
+// the commit removes it).
+func (p *Pending) Leaf() treemath.LeafIndex { return p.next.Leaf() }
 
 // Epoch returns the epoch the pending commit leads to.
 func (p *Pending) Epoch() uint64 { return p.next.gc.Epoch }

@@ -131,3 +131,19 @@ func JoinExternal(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Group, *fra
 	}
 	return joined, &framing.MLSMessage{Version: message.MLS10, WireFormat: framing.WirePublicMessage, Public: pm}, nil
 }
+
+// JoinExternalPending is [JoinExternal] with its result as a Pending: the
+// commit to send, its proposals, and the joined group for
+// [Pending.Joined] once the delivery service accepted the commit.
+func JoinExternalPending(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Pending, error) {
+	joined, m, err := JoinExternal(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := m.Public.Content
+	p := &Pending{Message: m, next: joined, Sender: c.Sender, AuthenticatedData: c.AuthenticatedData}
+	for _, pr := range c.Commit.Proposals {
+		p.Proposals = append(p.Proposals, CommitProposal{Proposal: pr.Proposal, Sender: c.Sender})
+	}
+	return p, nil
+}

@@ -20,7 +20,9 @@
 // messages that belong elsewhere; [ErrUndecryptable] a PrivateMessage this
 // epoch's keys cannot open; [ErrInvalid] wraps every rule a message breaks; [ErrRemoved]
 // reports a commit that removed this member; [ErrUnknownPSK] a PSK the
-// caller does not hold.
+// caller does not hold; [ErrOwnCommit] a commit of this member's own, which
+// it merges from its pending state; [ErrUnsupported] a feature this
+// package, or a joiner's leaf, lacks.
 package group
 
 import (
@@ -55,6 +57,10 @@ var (
 	// ErrUndecryptable means a PrivateMessage could not be decrypted with
 	// this epoch's keys.
 	ErrUndecryptable = errors.New("group: undecryptable")
+	// ErrOwnCommit means a commit of the current epoch signed by this
+	// member: one it can apply only from the pending state it built it
+	// with ([Group.MergePending]), never by processing it.
+	ErrOwnCommit = errors.New("group: this member's own commit")
 )
 
 // EpochError is the error for a message of another epoch; it unwraps to
@@ -159,6 +165,10 @@ func (g *Group) Active() bool { return g.priv != nil }
 
 // errPublic is returned by operations that need secrets on a public view.
 var errPublic = fmt.Errorf("%w: a public view holds no secrets", ErrUnsupported)
+
+// LeafNode returns the leaf at l in the current tree, nil when blank or
+// out of range; the caller must not modify it.
+func (g *Group) LeafNode(l treemath.LeafIndex) *message.LeafNode { return g.tree.Leaf(l) }
 
 // Tree returns a copy of the current ratchet tree.
 func (g *Group) Tree() *ratchettree.Tree { return g.tree.Clone() }

@@ -67,7 +67,9 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 		return nil, err
 	}
 	if err := supports(tree.Leaf(me), gi.GroupContext.Extensions); err != nil {
-		return nil, err // the joiner must support the group's extensions (§12.4.3)
+		// The joiner must support the group's extensions (§12.4.3): one it
+		// does not is a feature it lacks, not a defect of the Welcome.
+		return nil, fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	priv := treekem.NewPrivateState(s, me, opts.EncryptionPriv)
 	if gs.PathSecret != nil {

@@ -35,6 +35,55 @@ func (g *Group) resolve(c *message.Commit, committer framing.Sender) ([]cached, 
 	return out, nil
 }
 
+// CommitProposal is one proposal of a commit as the commit resolves it.
+type CommitProposal struct {
+	Proposal *message.Proposal
+	// Sender is the proposer: the committer for an inline proposal.
+	Sender framing.Sender
+	// ByReference reports a proposal the commit names by reference.
+	ByReference bool
+}
+
+// commitProposals describes resolved proposals.
+func commitProposals(props []cached) []CommitProposal {
+	out := make([]CommitProposal, len(props))
+	for i, p := range props {
+		out[i] = CommitProposal{Proposal: p.proposal, Sender: p.sender, ByReference: p.ref != nil}
+	}
+	return out
+}
+
+// PendingProposals returns the proposals of p, a commit of this member
+// for the current epoch sent as a PublicMessage, resolving references
+// against the epoch's cached proposals.
+//
+// An external commit names no references and needs no group: g may then
+// be nil.
+func (g *Group) PendingProposals(p *Pending) ([]CommitProposal, error) {
+	if p == nil || p.Message == nil || p.Message.Public == nil || p.Message.Public.Content.Commit == nil {
+		return nil, invalid("not a commit sent as a PublicMessage")
+	}
+	c := &p.Message.Public.Content
+	if c.Sender.Type == framing.SenderNewMemberCommit {
+		var out []CommitProposal
+		for i, pr := range c.Commit.Proposals {
+			if pr.Type != message.ProposalInline {
+				return nil, invalid("proposal %d: reference in an external commit", i)
+			}
+			out = append(out, CommitProposal{Proposal: pr.Proposal, Sender: c.Sender})
+		}
+		return out, nil
+	}
+	if g == nil {
+		return nil, invalid("a member's commit needs the group it was built on")
+	}
+	props, err := g.resolve(p.Message.Public.Content.Commit, p.Message.Public.Content.Sender)
+	if err != nil {
+		return nil, err
+	}
+	return commitProposals(props), nil
+}
+
 // applied is what applying a commit's proposals produced.
 type applied struct {
 	extensions message.Extensions
@@ -43,6 +92,8 @@ type applied struct {
 	kemOutput  []byte // of the ExternalInit of an external commit
 	psks       []message.PreSharedKeyID
 	needPath   bool
+	// removed are the leaves the Remove proposals removed.
+	removed []treemath.LeafIndex
 }
 
 // apply validates the proposals (§12.2) and applies them to tree in the
@@ -120,6 +171,7 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 			return nil, invalid("remove of leaf %d", l)
 		}
 		touched[l] = true
+		ap.removed = append(ap.removed, l)
 		if err := tree.RemoveLeaf(l); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}

@@ -198,6 +198,8 @@ func (g *Group) Unprotect(m *framing.MLSMessage) ([]byte, treemath.LeafIndex, er
 
 // Received is what [Group.Process] learned from one message.
 type Received struct {
+	// Epoch is the epoch the message names.
+	Epoch             uint64
 	ContentType       framing.ContentType
 	Sender            framing.Sender
 	AuthenticatedData []byte
@@ -234,14 +236,14 @@ func (g *Group) Process(m *framing.MLSMessage) (*Received, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Received{ContentType: ct, Sender: p.Sender, AuthenticatedData: p.AuthenticatedData, Pending: p,
+		return &Received{Epoch: g.gc.Epoch, ContentType: ct, Sender: p.Sender, AuthenticatedData: p.AuthenticatedData, Pending: p,
 			SenderLeaf: g.memberLeaf(g.gc.Epoch, p.Sender)}, nil
 	}
 	ac, err := g.open(m, ct == framing.ContentApplication)
 	if err != nil {
 		return nil, err
 	}
-	r := &Received{ContentType: ac.Content.ContentType, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
+	r := &Received{Epoch: ac.Content.Epoch, ContentType: ac.Content.ContentType, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
 		SenderLeaf: g.memberLeaf(ac.Content.Epoch, ac.Content.Sender)}
 	switch ac.Content.ContentType {
 	case framing.ContentApplication:

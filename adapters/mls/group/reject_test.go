@@ -411,3 +411,34 @@ func TestPastEpochLeavesSurviveRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedMemberKeepsNoPastEpochs (COMP-113): a member that merges its
+// own removal erases the keys of the past epochs it kept, so a late
+// message of one of them is of a wrong epoch, not one it could still open.
+func TestRemovedMemberKeepsNoPastEpochs(t *testing.T) {
+	_, ga, gb, _ := pair(t)
+	gb.SetPastEpochs(2)
+	early, _ := ga.Protect([]byte("sent at epoch 1"))
+	p, _ := ga.Commit(&group.CommitOptions{Path: true})
+	if err := gb.HandleCommit(wire(t, p.Message)); err != nil {
+		t.Fatal(err)
+	}
+	_ = ga.MergePending(p)
+	p, err := ga.Commit(&group.CommitOptions{Proposals: []*message.Proposal{{Type: message.ProposalRemove, Remove: &message.Remove{Removed: uint32(gb.Leaf())}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gb.HandleCommit(wire(t, p.Message)); !errors.Is(err, group.ErrRemoved) {
+		t.Fatalf("removal: %v", err)
+	}
+	b, _ := gb.Marshal()
+	gb2, err := group.Load(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]*group.Group{"in memory": gb, "reloaded": gb2} {
+		if _, _, err := g.Unprotect(wire(t, early)); !errors.Is(err, group.ErrWrongEpoch) {
+			t.Fatalf("%s: a message of epoch 1 after the removal: %v, want ErrWrongEpoch", name, err)
+		}
+	}
+}

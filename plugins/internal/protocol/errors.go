@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -11,6 +13,17 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/pluginpb"
 )
+
+// ErrMisbehaved reports a plugin that broke the protocol: a reply of the
+// wrong size or count, a reply larger than the call allows, a status the
+// protocol gives no meaning to, or a description the host refuses. It is
+// always wrapped together with ports.ErrAlgorithmUnavailable at call time:
+// the fault is the plugin's, not the input's.
+var ErrMisbehaved = errors.New("plugin broke the protocol")
+
+// MaxErrorText is how many bytes of a plugin's error text the host keeps;
+// the rest is cut and counted.
+const MaxErrorText = 512
 
 var classes = []struct {
 	code  pluginpb.ErrorCode
@@ -48,18 +61,19 @@ func ToStatus(err error) error {
 type Verdict int
 
 const (
-	// Healthy: the plugin answered; the failure is the implementation's.
+	// Healthy: the plugin answered; the failure is the implementation's
+	// or its reply's, and the process may serve the next call.
 	Healthy Verdict = iota
 	// Dead: the plugin could not be reached (crashed, exited, connection
 	// lost); it must be restarted.
 	Dead
-	// Hung: the call outlived its deadline; the plugin must be restarted.
+	// Hung: the call outlived its deadline, or its caller gave up on it,
+	// while the plugin still held it; the process must be retired.
 	Hung
 )
 
-// remoteError is an implementation error that crossed the process boundary.
-// It reads as the plugin's message and unwraps to the ports class (and to the
-// host's context error when the call ran out of time).
+// remoteError is an error that crossed the process boundary, or that the
+// host made of a failed call. It reads as msg and unwraps to its classes.
 type remoteError struct {
 	msg     string
 	classes []error
@@ -68,30 +82,52 @@ type remoteError struct {
 func (e *remoteError) Error() string   { return e.msg }
 func (e *remoteError) Unwrap() []error { return e.classes }
 
+// Sanitize returns text fit for an error message and a log line: at most
+// MaxErrorText bytes of it, cut on a rune boundary with the number of bytes
+// cut, quoted so that control characters, newlines and escape sequences
+// appear escaped.
+func Sanitize(text string) string {
+	cut := 0
+	if len(text) > MaxErrorText {
+		n := MaxErrorText
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		cut, text = len(text)-n, text[:n]
+	}
+	q := strconv.Quote(text)
+	if cut > 0 {
+		q += fmt.Sprintf(" (%d more bytes cut)", cut)
+	}
+	return q
+}
+
 // FromRPC says whether the plugin process is still usable after an RPC made
 // under ctx failed with err, and maps err back to the ports error class the
 // plugin reported, or to ports.ErrAlgorithmUnavailable (with the context
-// error) when the plugin did not answer.
+// error) when the plugin did not answer or answered outside the protocol.
+// The plugin's text is kept only sanitized and labelled as the plugin's.
 func FromRPC(ctx context.Context, err error) (Verdict, error) {
 	st, ok := status.FromError(err)
 	if !ok {
-		return Dead, unavailable(ctx, err.Error())
+		return Dead, unavailable(ctx, "plugin call failed: "+Sanitize(err.Error()))
 	}
 	for _, d := range st.Details() {
 		pe, ok := d.(*pluginpb.Error)
 		if !ok {
 			continue
 		}
+		said := "plugin says " + Sanitize(pe.GetMessage())
 		for _, c := range classes {
 			if c.code != pe.GetCode() {
 				continue
 			}
 			if c.code == pluginpb.ErrorCode_ERROR_CODE_CANCELED || c.code == pluginpb.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
-				return Healthy, unavailable(ctx, pe.GetMessage())
+				return Healthy, unavailable(ctx, said)
 			}
-			return Healthy, &remoteError{msg: pe.GetMessage(), classes: []error{c.class}}
+			return Healthy, &remoteError{msg: said, classes: []error{c.class}}
 		}
-		return Healthy, fmt.Errorf("%w: plugin error of unknown class: %s", ports.ErrAlgorithmUnavailable, pe.GetMessage())
+		return Healthy, unavailable(ctx, "plugin error of unknown class: "+said)
 	}
 	switch st.Code() {
 	case codes.DeadlineExceeded:
@@ -100,11 +136,19 @@ func FromRPC(ctx context.Context, err error) (Verdict, error) {
 		// caller's deadline is what ran out either way.
 		return Hung, deadlineExceeded(ctx, "plugin did not answer before the deadline")
 	case codes.Canceled:
-		return Healthy, unavailable(ctx, "call canceled")
+		if ctx.Err() != nil {
+			// The caller gave up while the plugin held the call; nothing
+			// says the plugin will ever let it go.
+			return Hung, unavailable(ctx, "call canceled while the plugin held it")
+		}
+		return Healthy, unavailable(ctx, "plugin canceled the call: "+Sanitize(st.Message()))
 	case codes.ResourceExhausted:
-		return Healthy, fmt.Errorf("%w: %s", ports.ErrInvalidInput, st.Message())
+		// Requests are checked against the size limit before they are
+		// sent, so this is a reply over the call's limit or a status the
+		// plugin made up: its fault either way.
+		return Healthy, misbehaved(ctx, "reply refused: "+Sanitize(st.Message()))
 	}
-	return Dead, unavailable(ctx, st.Message())
+	return Dead, unavailable(ctx, Sanitize(st.Message()))
 }
 
 func deadlineExceeded(ctx context.Context, msg string) error {
@@ -121,4 +165,10 @@ func unavailable(ctx context.Context, msg string) error {
 		classes = append(classes, cerr)
 	}
 	return &remoteError{msg: ports.ErrAlgorithmUnavailable.Error() + ": " + msg, classes: classes}
+}
+
+func misbehaved(ctx context.Context, msg string) error {
+	err := unavailable(ctx, ErrMisbehaved.Error()+": "+msg).(*remoteError)
+	err.classes = append(err.classes, ErrMisbehaved)
+	return err
 }

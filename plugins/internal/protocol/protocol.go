@@ -21,8 +21,13 @@ const Version = 1
 const PluginName = "algorithms"
 
 // MaxMessageSize bounds one request or response (a Welcome with a large
-// ratchet tree runs to megabytes).
+// ratchet tree runs to megabytes). The host lowers the limit of each reply
+// to what the request can yield.
 const MaxMessageSize = 64 << 20
+
+// MaxHeaderListSize bounds the headers and trailers the host accepts on one
+// call; a plugin's error status travels in them.
+const MaxHeaderListSize = 64 << 10
 
 // Handshake is the go-plugin handshake. The cookie only stops a user from
 // running a plugin binary by hand; it is not a security measure.
@@ -66,9 +71,12 @@ func NewGRPCServer(opts []grpc.ServerOption) *grpc.Server {
 	return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))...)
 }
 
-// DialOptions are the host side's gRPC options, raising the message size
-// limit to MaxMessageSize.
+// DialOptions are the host side's gRPC options: messages up to
+// MaxMessageSize (each call may lower its receive limit), headers and
+// trailers up to MaxHeaderListSize.
 func DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))}
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithMaxHeaderListSize(MaxHeaderListSize),
+	}
 }
