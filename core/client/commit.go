@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,7 +22,6 @@ import (
 type intent struct {
 	State      string           `json:"state"`
 	Commit     []byte           `json:"commit"`
-	CommitHash []byte           `json:"commit_hash"`
 	Welcome    []byte           `json:"welcome,omitempty"`
 	Recipients []join.Recipient `json:"recipients,omitempty"`
 	// MergedAt is the commit's sequence id once merged.
@@ -105,8 +103,7 @@ func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uin
 			if err != nil {
 				return err
 			}
-			h := sha256.Sum256(out.Commit)
-			in.Commit, in.CommitHash, in.Welcome, in.Recipients = out.Commit, h[:], out.Welcome, recipients
+			in.Commit, in.Welcome, in.Recipients = out.Commit, out.Welcome, recipients
 			return saveIntent(ctx, tx, groupID, in)
 		})
 		if err != nil {

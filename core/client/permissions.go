@@ -28,33 +28,41 @@ type change struct {
 	addedSuperAdmins []string
 }
 
-// diffViews computes the change from before to after. A leaf whose
-// signature key is in both trees at a different leaf index, or with a
-// different encryption key in a commit the sender did not make for its
-// own leaf, is a readd.
-func diffViews(before, after ports.GroupView, sender ports.Member) (change, error) {
+// diffViews computes the change a commit with the given proposals makes
+// from before to after. An installation a Remove proposal removes and an
+// Add proposal adds back, by signature key, is a readd (FORK-089,
+// COMP-183); the rest of the membership change is read from the two trees.
+func diffViews(before, after ports.GroupView, proposals []ports.Proposal) (change, error) {
 	var ch change
-	inBefore := map[string]ports.Member{}
+	removedKeys := map[string]bool{}
+	for _, p := range proposals {
+		if p.Type == ports.ProposalRemove {
+			removedKeys[string(p.Removed.SignatureKey)] = true
+		}
+	}
+	readded := map[string]bool{}
+	for _, p := range proposals {
+		if p.Type == ports.ProposalAdd && removedKeys[string(p.Added.SignatureKey)] {
+			readded[string(p.Added.SignatureKey)] = true
+			ch.readded = append(ch.readded, p.Added)
+		}
+	}
+	inBefore := map[string]bool{}
 	inboxBefore, inboxAfter := map[string]int{}, map[string]int{}
 	for _, m := range before.Members {
-		inBefore[string(m.SignatureKey)] = m
+		inBefore[string(m.SignatureKey)] = true
 		inboxBefore[m.InboxID]++
 	}
-	seen := map[string]bool{}
+	inAfter := map[string]bool{}
 	for _, m := range after.Members {
 		inboxAfter[m.InboxID]++
-		k := string(m.SignatureKey)
-		seen[k] = true
-		old, ok := inBefore[k]
-		switch {
-		case !ok:
+		inAfter[string(m.SignatureKey)] = true
+		if !inBefore[string(m.SignatureKey)] {
 			ch.added = append(ch.added, m)
-		case old.LeafIndex != m.LeafIndex:
-			ch.readded = append(ch.readded, m)
 		}
 	}
 	for _, m := range before.Members {
-		if !seen[string(m.SignatureKey)] {
+		if !inAfter[string(m.SignatureKey)] {
 			ch.removed = append(ch.removed, m)
 		}
 	}
@@ -179,13 +187,13 @@ func (r roles) mayReadd(inbox string) bool {
 // immutability of 0xBFxx components (COMP-012) to a commit by sender that
 // takes the group from before to after. A violation wraps errPermission
 // and makes the commit invalid under GMOD-021.
-func checkCommit(before, after ports.GroupView, sender ports.Member, kind senderKind, ch change) error {
+func checkCommit(before, after ports.GroupView, sender ports.Member, kind ports.SenderType, ch change) error {
 	r, err := rolesOf(before)
 	if err != nil {
 		return fmt.Errorf("%w: group metadata: %v", errPermission, err)
 	}
-	if kind != senderMember {
-		return fmt.Errorf("%w: a commit by a %s sender", errPermission, kind)
+	if kind != ports.SenderMember {
+		return fmt.Errorf("%w: a commit by sender type %d, not a member", errPermission, kind)
 	}
 	if ch.otherExtensions {
 		return fmt.Errorf("%w: group context extensions other than the app_data_dictionary changed", errPermission)

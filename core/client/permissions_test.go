@@ -50,14 +50,19 @@ func leaf(i uint32, inbox string) ports.Member {
 	return ports.Member{LeafIndex: i, InboxID: inbox, SignatureKey: []byte(inbox + "/" + string(rune('0'+i)))}
 }
 
-func check(t *testing.T, before, after groupState, by ports.Member) error {
+func check(t *testing.T, before, after groupState, by ports.Member, proposals ...ports.Proposal) error {
 	t.Helper()
 	b, a := before.view(), after.view()
-	ch, err := diffViews(b, a, by)
+	ch, err := diffViews(b, a, proposals)
 	if err != nil {
 		t.Fatalf("diff: %v", err)
 	}
-	return checkCommit(b, a, by, senderMember, ch)
+	return checkCommit(b, a, by, ports.SenderMember, ch)
+}
+
+// readdOf is the Remove and Add proposals of a readd of m.
+func readdOf(m ports.Member) []ports.Proposal {
+	return []ports.Proposal{{Type: ports.ProposalRemove, Removed: m}, {Type: ports.ProposalAdd, Added: m}}
 }
 
 // COMP-180: who may change what in a group; COMP-012: 0xBFxx components
@@ -76,62 +81,64 @@ func TestCOMP180_GroupPermissions(t *testing.T) {
 	added := with(func(s *groupState) { s.members = append(s.members, nw) })
 	ownDevice := leaf(4, "member")
 	for _, c := range []struct {
-		name   string
-		after  groupState
-		by     ports.Member
-		permit bool
+		name      string
+		after     groupState
+		by        ports.Member
+		permit    bool
+		proposals []ports.Proposal
 	}{
-		{"a super admin adds a member", added, sa, true},
-		{"an admin adds a member", added, ad, true},
-		{"a member may not add another inbox", added, mb, false},
-		{"a member adds its own inbox's installation", with(func(s *groupState) { s.members = append(s.members, ownDevice) }), mb, true},
-		{"an admin removes a member", with(func(s *groupState) { s.members = s.members[:2] }), ad, true},
+		{"a super admin adds a member", added, sa, true, nil},
+		{"an admin adds a member", added, ad, true, nil},
+		{"a member may not add another inbox", added, mb, false, nil},
+		{"a member adds its own inbox's installation", with(func(s *groupState) { s.members = append(s.members, ownDevice) }), mb, true, nil},
+		{"an admin removes a member", with(func(s *groupState) { s.members = s.members[:2] }), ad, true, nil},
 		{"a member may not remove another", with(func(s *groupState) {
 			s.members = []ports.Member{sa, mb}
 			s.admins = nil
-		}), mb, false},
+		}), mb, false, nil},
 		{"an admin may not remove a super admin", with(func(s *groupState) {
 			s.members = s.members[1:]
 			s.superAdmins = nil
-		}), ad, false},
-		{"an admin renames the group", with(func(s *groupState) { s.name = "h" }), ad, true},
-		{"a member may not rename the group", with(func(s *groupState) { s.name = "h" }), mb, false},
-		{"a super admin changes the admin list", with(func(s *groupState) { s.admins = []string{"member"} }), sa, true},
-		{"an admin may not change the admin list", with(func(s *groupState) { s.admins = []string{"member"} }), ad, false},
-		{"an admin may not change the super admin list", with(func(s *groupState) { s.superAdmins = []string{"admin"} }), ad, false},
-		{"a super admin readds an installation", with(func(s *groupState) { s.members[2] = leaf(5, "member"); s.members[2].SignatureKey = mb.SignatureKey }), sa, true},
-		{"an admin may not readd", with(func(s *groupState) { s.members[2] = leaf(5, "member"); s.members[2].SignatureKey = mb.SignatureKey }), ad, false},
-		{"a member updates its own leaf", base, mb, true},
+		}), ad, false, nil},
+		{"an admin renames the group", with(func(s *groupState) { s.name = "h" }), ad, true, nil},
+		{"a member may not rename the group", with(func(s *groupState) { s.name = "h" }), mb, false, nil},
+		{"a super admin changes the admin list", with(func(s *groupState) { s.admins = []string{"member"} }), sa, true, nil},
+		{"an admin may not change the admin list", with(func(s *groupState) { s.admins = []string{"member"} }), ad, false, nil},
+		{"an admin may not change the super admin list", with(func(s *groupState) { s.superAdmins = []string{"admin"} }), ad, false, nil},
+		{"a super admin readds an installation", base, sa, true, readdOf(mb)},
+		{"an admin may not readd", base, ad, false, readdOf(mb)},
+		{"a member may not readd", base, mb, false, readdOf(sa)},
+		{"a member updates its own leaf", base, mb, true, nil},
 		{"COMP-012: the conversation type never changes", with(func(s *groupState) {
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary {
 				return d.Set(metadata.ComponentConversationType, metadata.EncodeConversationType(ports.ConversationSync))
 			}
-		}), sa, false},
+		}), sa, false, nil},
 		{"COMP-012: the group root never changes", with(func(s *groupState) {
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary {
 				return d.Set(metadata.ComponentGroupRootKey, make([]byte, 31))
 			}
-		}), sa, false},
+		}), sa, false, nil},
 		{"COMP-012: an immutable component cannot be added", with(func(s *groupState) {
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary { return d.Set(0xBF00, []byte{1}) }
-		}), sa, false},
+		}), sa, false, nil},
 		{"COMP-182: a new leaf's inbox needs a GROUP_MEMBERSHIP entry", with(func(s *groupState) {
 			s.members = append(s.members, nw)
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary {
 				return d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(map[string]*contentspb.GroupMembershipEntry_V1{
 					"super": {SequenceId: 1}, "admin": {SequenceId: 1}, "member": {SequenceId: 1}}))
 			}
-		}), sa, false},
+		}), sa, false, nil},
 		{"COMP-182: a removed inbox leaves GROUP_MEMBERSHIP", with(func(s *groupState) {
 			s.members = s.members[:2]
 			s.extra = func(d metadata.Dictionary) metadata.Dictionary {
 				return d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(map[string]*contentspb.GroupMembershipEntry_V1{
 					"super": {SequenceId: 1}, "admin": {SequenceId: 1}, "member": {SequenceId: 1}}))
 			}
-		}), sa, false},
+		}), sa, false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := check(t, base, c.after, c.by)
+			err := check(t, base, c.after, c.by, c.proposals...)
 			if c.permit && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -163,10 +170,7 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 	if err := check(t, base, removed, a); !errors.Is(err, errPermission) {
 		t.Errorf("a DM member removed the other: %v", err)
 	}
-	readd := base
-	readd.members = []ports.Member{a, leaf(2, "b")}
-	readd.members[1].SignatureKey = b.SignatureKey
-	if err := check(t, base, readd, a); err != nil {
+	if err := check(t, base, base, a, readdOf(b)...); err != nil {
 		t.Errorf("a DM member's readd refused: %v", err)
 	}
 	raised := base
@@ -183,8 +187,8 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 func TestCOMP180_ExternalSenderRefused(t *testing.T) {
 	s := groupState{ct: ports.ConversationGroup, superAdmins: []string{"a"}, members: []ports.Member{leaf(0, "a")}}
 	v := s.view()
-	ch, _ := diffViews(v, v, leaf(0, "a"))
-	if err := checkCommit(v, v, leaf(0, "a"), senderExternal, ch); !errors.Is(err, errPermission) {
+	ch, _ := diffViews(v, v, nil)
+	if err := checkCommit(v, v, leaf(0, "a"), ports.SenderNewMemberCommit, ch); !errors.Is(err, errPermission) {
 		t.Errorf("external commit = %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -160,14 +159,6 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		case !errors.Is(err, ports.ErrNotFound):
 			return err
 		}
-	} else {
-		in, err := loadIntent(ctx, tx, g.ID)
-		if err != nil {
-			return err
-		}
-		if in != nil && in.State == intentPending && bytes.Equal(in.CommitHash, e.hash()) {
-			return c.mergeOwn(ctx, tx, g, e, in, out)
-		}
 	}
 	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
 	if err != nil {
@@ -241,9 +232,9 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if p.Staged == nil {
 		return fmt.Errorf("engine staged no state for a commit: %w", ports.ErrInvalid)
 	}
-	ch, err := diffViews(before, *p.Staged, p.Sender)
-	if err == nil {
-		err = checkCommit(before, *p.Staged, p.Sender, senderOf(p), ch)
+	ch, err := diffViews(before, *p.Staged, p.Proposals)
+	if err == nil && !p.Own {
+		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
 	}
 	if err != nil {
 		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
@@ -252,11 +243,20 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err != nil {
 		return err
 	}
-	if in != nil && in.State == intentPending {
-		// Another commit won the race for this epoch: the engine drops the
-		// pending commit when it merges the winner (GMOD-018).
+	switch {
+	case p.Own && in != nil && in.State == intentPending:
+		// This installation's own commit, read back (GMOD-018).
+		in.State, in.MergedAt = intentMerged, e.seq
+		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+			return err
+		}
+	case !p.Own && in != nil && in.State == intentPending:
+		// Another commit won the race for this epoch.
 		in.State = intentLost
 		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+			return err
+		}
+		if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
 			return err
 		}
 	}
@@ -265,29 +265,6 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		return err
 	}
 	return c.merged(ctx, tx, g, e, before, after, p.Sender, ch, out)
-}
-
-// mergeOwn merges this installation's own commit, read back from the
-// topic (GMOD-018).
-func (c *Client) mergeOwn(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, in *intent, out *outcome) error {
-	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
-	if err != nil {
-		return err
-	}
-	after, err := c.deps.MLS.MergePending(ctx, tx, g.ID)
-	if err != nil {
-		return err
-	}
-	self := ports.Member{LeafIndex: before.OwnLeaf, SignatureKey: c.InstallationKey(), InboxID: c.InboxID()}
-	ch, err := diffViews(before, after, self)
-	if err != nil {
-		return err
-	}
-	in.State, in.MergedAt = intentMerged, e.seq
-	if err := saveIntent(ctx, tx, g.ID, in); err != nil {
-		return err
-	}
-	return c.merged(ctx, tx, g, e, before, after, self, ch, out)
 }
 
 // merged records a merged commit: the commit-log entry, the group-update
