@@ -26,6 +26,7 @@ var migrations = []migration{
 			&processedEnvelopeRow{}, &identityUpdateRow{}, &blobRow{},
 		)
 	}},
+	{2, "messages", createMessages},
 }
 
 // SchemaVersion is the schema version this build migrates databases to.

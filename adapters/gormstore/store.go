@@ -59,7 +59,10 @@ type Store struct {
 	onClose func() error
 }
 
-var _ ports.Store = (*Store)(nil)
+var (
+	_ ports.Store     = (*Store)(nil)
+	_ ports.MessageTx = (*tx)(nil)
+)
 
 // New migrates db to the current schema and returns a store on it. onClose,
 // when not nil, is called once by Close (to close the connection pool).
@@ -180,3 +183,6 @@ func (t *tx) Readds() ports.Readds                         { return readds{t} }
 func (t *tx) ProcessedEnvelopes() ports.ProcessedEnvelopes { return processedEnvelopes{t} }
 func (t *tx) IdentityCache() ports.IdentityCache           { return identityCache{t} }
 func (t *tx) Blobs() ports.Blobs                           { return blobs{t} }
+
+// Messages implements [ports.MessageTx].
+func (t *tx) Messages() ports.Messages { return messages{t} }

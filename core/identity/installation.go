@@ -115,11 +115,24 @@ func load(ctx context.Context, tx ports.Tx) (Installation, error) {
 // that already holds an identity fails with an error wrapping
 // [ports.ErrAlreadyExists].
 func CreateInbox(ctx context.Context, opts Options) (Installation, error) {
+	in, err := StoreNewInbox(ctx, opts.Store, opts.Clock)
+	if err != nil {
+		return Installation{}, err
+	}
+	return publishNew(ctx, opts, in)
+}
+
+// StoreNewInbox is the first half of [CreateInbox]: it generates the
+// recovery and installation keys and stores them with the signed add
+// update, without publishing. A caller that needs the installation key
+// before it can reach the delivery service (a transport authenticated as
+// this installation) stores first, then calls [PublishPending].
+func StoreNewInbox(ctx context.Context, store ports.Store, clock ports.Clock) (Installation, error) {
 	_, recovery, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return Installation{}, err
 	}
-	return AddInstallation(ctx, opts, recovery)
+	return StoreInstallation(ctx, store, clock, recovery)
 }
 
 // AddInstallation creates this installation in the inbox of recovery: it
@@ -130,6 +143,28 @@ func AddInstallation(ctx context.Context, opts Options, recovery ed25519.Private
 	if err := opts.check(); err != nil {
 		return Installation{}, err
 	}
+	in, err := StoreInstallation(ctx, opts.Store, opts.Clock, recovery)
+	if err != nil {
+		return Installation{}, err
+	}
+	return publishNew(ctx, opts, in)
+}
+
+func publishNew(ctx context.Context, opts Options, in Installation) (Installation, error) {
+	if _, err := PublishPending(ctx, opts); err != nil {
+		return in, fmt.Errorf("add installation: identity stored, update not yet published: %w", err)
+	}
+	return in, nil
+}
+
+// StoreInstallation is the first half of [AddInstallation]: it generates
+// an installation key for the inbox of recovery and stores it, the
+// recovery key and the add update signed by both, in one transaction,
+// without publishing. [PublishPending] publishes the update.
+func StoreInstallation(ctx context.Context, store ports.Store, clock ports.Clock, recovery ed25519.PrivateKey) (Installation, error) {
+	if store == nil || clock == nil {
+		return Installation{}, errors.New("store installation: store and clock are required")
+	}
 	if len(recovery) != ed25519.PrivateKeySize {
 		return Installation{}, fmt.Errorf("add installation: recovery key is %d bytes, want %d", len(recovery), ed25519.PrivateKeySize)
 	}
@@ -137,12 +172,12 @@ func AddInstallation(ctx context.Context, opts Options, recovery ed25519.Private
 	if err != nil {
 		return Installation{}, err
 	}
-	u, err := NewAdd(recovery, key, opts.Clock.Now().UnixNano())
+	u, err := NewAdd(recovery, key, clock.Now().UnixNano())
 	if err != nil {
 		return Installation{}, err
 	}
 	in := Installation{InboxID: u.GetInboxId(), InstallationKey: key, RecoveryKey: recovery}
-	err = opts.Store.Tx(ctx, func(tx ports.Tx) error {
+	err = store.Tx(ctx, func(tx ports.Tx) error {
 		if _, err := load(ctx, tx); err == nil {
 			return fmt.Errorf("add installation: %w: the store already holds an identity", ports.ErrAlreadyExists)
 		} else if !errors.Is(err, ports.ErrNotFound) {
@@ -160,9 +195,6 @@ func AddInstallation(ctx context.Context, opts Options, recovery ed25519.Private
 	})
 	if err != nil {
 		return Installation{}, err
-	}
-	if _, err := PublishPending(ctx, opts); err != nil {
-		return in, fmt.Errorf("add installation: identity stored, update not yet published: %w", err)
 	}
 	return in, nil
 }

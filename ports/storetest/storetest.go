@@ -97,6 +97,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, logCases...)
 	cases = append(cases, joinCases...)
 	cases = append(cases, persistCases...)
+	cases = append(cases, messageCases...)
 	cases = append(cases, crashCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

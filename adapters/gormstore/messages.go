@@ -1,0 +1,131 @@
+package gormstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// messageRow is one stored message. ID is the store-wide insertion order;
+// a received or confirmed message is unique per (group, sequence id),
+// which the partial index messages_topic_position keeps (sequence id 0
+// marks a sent message whose publish is unconfirmed, of which a group may
+// hold many).
+type messageRow struct {
+	ID                 uint64 `gorm:"primaryKey;autoIncrement"`
+	GroupID            []byte `gorm:"not null;index:messages_group_order,priority:1"`
+	SequenceID         uint64 `gorm:"not null"`
+	Kind               int32  `gorm:"not null"`
+	SenderInbox        string `gorm:"not null"`
+	SenderInstallation []byte
+	Epoch              uint64 `gorm:"not null"`
+	Content            []byte
+	PayloadHash        []byte `gorm:"index"`
+	Own                bool   `gorm:"not null"`
+	SentNs             int64  `gorm:"not null"`
+}
+
+func (messageRow) TableName() string { return "messages" }
+
+func createMessages(tx *gorm.DB) error {
+	if err := tx.Migrator().CreateTable(&messageRow{}); err != nil {
+		return err
+	}
+	// Both dialects accept a partial unique index.
+	return tx.Exec(`CREATE UNIQUE INDEX messages_topic_position ON messages (group_id, sequence_id) WHERE sequence_id > 0`).Error
+}
+
+func msgToRow(m ports.Message) messageRow {
+	return messageRow{ID: m.ID, GroupID: m.GroupID, SequenceID: m.SequenceID, Kind: int32(m.Kind),
+		SenderInbox: m.SenderInbox, SenderInstallation: nonEmpty(m.SenderInstallation), Epoch: m.Epoch,
+		Content: nonEmpty(m.Content), PayloadHash: nonEmpty(m.PayloadHash), Own: m.Own, SentNs: toNs(m.SentAt)}
+}
+
+func msgFromRow(r messageRow) ports.Message {
+	return ports.Message{ID: r.ID, GroupID: r.GroupID, SequenceID: r.SequenceID, Kind: ports.MessageKind(r.Kind),
+		SenderInbox: r.SenderInbox, SenderInstallation: r.SenderInstallation, Epoch: r.Epoch,
+		Content: r.Content, PayloadHash: r.PayloadHash, Own: r.Own, SentAt: fromNs(r.SentNs)}
+}
+
+type messages struct{ t *tx }
+
+func (m messages) Insert(ctx context.Context, msg ports.Message) (ports.Message, bool, error) {
+	const op = "insert message"
+	if err := checkKey(op, "group id", msg.GroupID); err != nil {
+		return ports.Message{}, false, err
+	}
+	if err := checkU64(op, msg.SequenceID, msg.Epoch); err != nil {
+		return ports.Message{}, false, err
+	}
+	if msg.SequenceID > 0 {
+		var row messageRow
+		err := m.t.q(ctx).Where("group_id = ? AND sequence_id = ?", msg.GroupID, msg.SequenceID).Take(&row).Error
+		if err == nil {
+			return msgFromRow(row), false, nil
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return ports.Message{}, false, fail(ctx, op, err)
+		}
+	}
+	row := msgToRow(msg)
+	row.ID = 0
+	if err := m.t.q(ctx).Create(&row).Error; err != nil {
+		return ports.Message{}, false, fail(ctx, op, err)
+	}
+	return msgFromRow(row), true, nil
+}
+
+func (m messages) ByPayloadHash(ctx context.Context, groupID, hash []byte) (ports.Message, error) {
+	const op = "message by payload hash"
+	if len(hash) == 0 {
+		return ports.Message{}, checkKey(op, "payload hash", nil)
+	}
+	var row messageRow
+	err := m.t.q(ctx).Where("group_id = ? AND payload_hash = ? AND own", groupID, hash).
+		Order("id").Take(&row).Error
+	if err != nil {
+		return ports.Message{}, fail(ctx, op, err)
+	}
+	return msgFromRow(row), nil
+}
+
+func (m messages) SetSequenceID(ctx context.Context, id, seq uint64, sentAt time.Time) error {
+	const op = "set message sequence id"
+	if err := checkU64(op, id, seq); err != nil {
+		return err
+	}
+	res := m.t.q(ctx).Model(&messageRow{}).Where("id = ?", id).
+		Updates(map[string]any{"sequence_id": seq, "sent_ns": toNs(sentAt)})
+	if res.Error != nil {
+		return fail(ctx, op, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fail(ctx, op, gorm.ErrRecordNotFound)
+	}
+	return nil
+}
+
+func (m messages) List(ctx context.Context, groupID []byte, afterSeq uint64, limit int) ([]ports.Message, error) {
+	const op = "list messages"
+	if err := checkU64(op, afterSeq); err != nil {
+		return nil, err
+	}
+	q := m.t.q(ctx).Where("group_id = ? AND (sequence_id > ? OR sequence_id = 0)", groupID, afterSeq).
+		Order("CASE WHEN sequence_id = 0 THEN 1 ELSE 0 END, sequence_id, id")
+	if limit > 0 {
+		q = q.Limit(limit)
+	}
+	var rows []messageRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	out := make([]ports.Message, len(rows))
+	for i, r := range rows {
+		out[i] = msgFromRow(r)
+	}
+	return out, nil
+}

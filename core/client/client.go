@@ -1,0 +1,160 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/core/keypackage"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// Errors a client returns beside the ports sentinels.
+var (
+	// ErrConfig reports a client built with a missing dependency.
+	ErrConfig = errors.New("client configuration")
+	// ErrNotPermitted reports an operation the conversation's permissions
+	// do not grant this installation (COMP-1xx).
+	ErrNotPermitted = errors.New("not permitted")
+	// ErrCommitLost reports an own commit that lost every commit race the
+	// client retried it through.
+	ErrCommitLost = errors.New("commit lost to concurrent commits")
+	// ErrInactiveConversation reports an operation on a conversation this
+	// installation was removed from.
+	ErrInactiveConversation = errors.New("conversation is inactive")
+	// ErrNoInstallations reports an inbox none of whose installations has
+	// a valid key package (JOIN-093).
+	ErrNoInstallations = errors.New("no installation with a valid key package")
+)
+
+// Client is one installation's view of its conversations: it creates and
+// joins groups and DMs, sends and receives messages, processes every
+// group topic in order, keeps the commit log and reports fork states. It
+// is safe for concurrent use.
+type Client struct {
+	deps     Deps
+	opts     Options
+	log      *commitlog.Log
+	events   *eventQueue
+	logger   *slog.Logger
+	sender   join.Sender
+	receiver *join.Receiver
+	keys     *keypackage.Manager
+
+	locks [64]sync.Mutex
+
+	// background are the loops Start runs beside its own.
+	background []background
+
+	mu      sync.Mutex
+	workers *workers
+}
+
+// New returns a client on deps. It checks that the store keeps messages
+// ([ports.MessageTx]) and builds the commit log; it starts nothing:
+// [Client.Start] runs the workers.
+func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
+	if deps.Store == nil || deps.MLS == nil || deps.Transport == nil || deps.Identity == nil ||
+		deps.Clock == nil || deps.Algorithms == nil || len(deps.Installation.InstallationKey) == 0 || deps.Installation.InboxID == "" {
+		return nil, fmt.Errorf("%w: every dependency but Logger is required", ErrConfig)
+	}
+	err := deps.Store.Tx(ctx, func(tx ports.Tx) error {
+		if _, ok := tx.(ports.MessageTx); !ok {
+			return fmt.Errorf("%w: the store's Tx does not implement ports.MessageTx", ErrConfig)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{deps: deps, opts: opts.withDefaults(), logger: deps.Logger, sender: join.Sender{Algorithms: deps.Algorithms}}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c.events = newEventQueue(c.opts.EventBuffer)
+	c.log, err = commitlog.New(commitlog.Options{
+		Enabled: !c.opts.DisableCommitLog, Store: deps.Store, Transport: deps.Transport, Clock: deps.Clock,
+		Views: deps.MLS, InstallationKey: deps.Installation.InstallationKey, Verifier: commitlog.NewBatchVerifier(),
+		OnForked: c.onForked,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: commit log: %v", ErrConfig, err)
+	}
+	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
+		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Log: c.log, OnJoined: c.onJoined})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	c.keys, err = keypackage.NewManager(keypackage.ManagerOptions{Store: deps.Store, Transport: deps.Transport, Engine: deps.MLS,
+		Wrappers: deps.Algorithms, Clock: deps.Clock, Identity: deps.Identity, Installation: deps.Installation,
+		WrapperAlgorithm: c.opts.WrapperAlgorithm, Lifetime: c.opts.KeyPackageLifetime})
+	if err != nil {
+		return nil, fmt.Errorf("%w: key packages: %v", ErrConfig, err)
+	}
+	c.background = append(c.background, func(ctx context.Context) {
+		_ = c.keys.Run(ctx, func(err error) { c.logErr("key packages", err) })
+	})
+	return c, nil
+}
+
+// KeyPackages returns the manager of this installation's key packages.
+func (c *Client) KeyPackages() *keypackage.Manager { return c.keys }
+
+// InboxID returns the inbox this installation belongs to.
+func (c *Client) InboxID() string { return c.deps.Installation.InboxID }
+
+// InstallationKey returns this installation's 32-byte public key.
+func (c *Client) InstallationKey() []byte { return []byte(c.deps.Installation.PublicKey()) }
+
+// Events returns the stream of [Event]s. There is one stream per client;
+// it is closed by [Client.Close].
+func (c *Client) Events() <-chan Event { return c.events.out }
+
+// DroppedEvents returns how many events were dropped because the app fell
+// more than Options.EventBuffer events behind.
+func (c *Client) DroppedEvents() uint64 { return c.events.droppedCount() }
+
+// CommitLog returns the client's commit log, for its counters and for
+// the recovery code that reads fork states.
+func (c *Client) CommitLog() *commitlog.Log { return c.log }
+
+// lock serializes the processing of one group's topic and the client's
+// own commits in it.
+func (c *Client) lock(groupID []byte) func() {
+	h := fnv.New32a()
+	h.Write(groupID)
+	m := &c.locks[h.Sum32()%uint32(len(c.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+func (c *Client) tx(ctx context.Context, fn func(ctx context.Context, tx ports.Tx) error) error {
+	return c.deps.Store.Tx(ctx, func(tx ports.Tx) error { return fn(ctx, tx) })
+}
+
+func messagesOf(tx ports.Tx) ports.Messages { return tx.(ports.MessageTx).Messages() }
+
+func (c *Client) onForked(e commitlog.ForkEvent) {
+	c.events.emit(ForkStateEvent{GroupID: e.GroupID, State: ports.ForkForked, SharedCommit: e.CommitSequenceID,
+		Local: e.Local, Remote: e.Remote, RemoteAuthor: e.RemoteAuthor})
+}
+
+// Close stops the workers and closes the event stream. It does not close
+// the dependencies.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	w := c.workers
+	c.workers = nil
+	c.mu.Unlock()
+	if w != nil {
+		w.stop()
+	}
+	c.events.close()
+	return nil
+}

@@ -1,0 +1,247 @@
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// An intent is this installation's own commit on its way through the
+// topic: built and pending in the engine, published, then either read back
+// and merged (GMOD-018) or beaten by another commit for the same epoch.
+// It is stored with the engine's pending commit, so a restart resumes it:
+// a pending intent is republished with the same bytes, a merged one sends
+// its Welcomes (COMP-187).
+type intent struct {
+	State      string           `json:"state"`
+	Commit     []byte           `json:"commit"`
+	Welcome    []byte           `json:"welcome,omitempty"`
+	Recipients []join.Recipient `json:"recipients,omitempty"`
+	// MergedAt is the commit's sequence id once merged.
+	MergedAt uint64 `json:"merged_at,omitempty"`
+}
+
+const (
+	intentPending = "pending"
+	intentMerged  = "merged"
+	intentLost    = "lost"
+	nsIntent      = "client.intent"
+)
+
+func loadIntent(ctx context.Context, tx ports.Tx, groupID []byte) (*intent, error) {
+	b, err := tx.Blobs().Get(ctx, nsIntent, hex.EncodeToString(groupID))
+	if errors.Is(err, ports.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var in intent
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("stored commit intent of %x: %w", groupID, err)
+	}
+	return &in, nil
+}
+
+func saveIntent(ctx context.Context, tx ports.Tx, groupID []byte, in *intent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return tx.Blobs().Put(ctx, nsIntent, hex.EncodeToString(groupID), b)
+}
+
+func deleteIntent(ctx context.Context, tx ports.Tx, groupID []byte) error {
+	return tx.Blobs().Delete(ctx, nsIntent, hex.EncodeToString(groupID))
+}
+
+// builder builds one attempt of an own commit on the group's current
+// state, inside the transaction that stores it. It must not do I/O other
+// than through tx.
+type builder func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error)
+
+// commit runs an own commit to its end: it settles any earlier intent of
+// the group, processes the topic so the commit builds on the newest
+// state, builds and publishes it, reads it back and merges it, then sends
+// the Welcomes of the installations it added with message_cursor set to
+// its sequence id. A commit beaten by a concurrent one is rebuilt, up to
+// Options.CommitRetries times. It returns the commit's sequence id.
+func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uint64, error) {
+	defer c.lock(groupID)()
+	if err := c.settleIntent(ctx, groupID); err != nil {
+		return 0, err
+	}
+	for attempt := 0; attempt < c.opts.CommitRetries; attempt++ {
+		if err := c.processGroup(ctx, groupID); err != nil {
+			return 0, err
+		}
+		in := &intent{State: intentPending}
+		err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+			g, err := tx.Groups().Get(ctx, groupID)
+			if err != nil {
+				return err
+			}
+			if !g.Active {
+				return ErrInactiveConversation
+			}
+			view, err := c.deps.MLS.Group(ctx, tx, groupID)
+			if err != nil {
+				return err
+			}
+			opts, recipients, err := build(ctx, tx, view)
+			if err != nil {
+				return err
+			}
+			out, err := c.deps.MLS.Commit(ctx, tx, groupID, opts)
+			if err != nil {
+				return err
+			}
+			in.Commit, in.Welcome, in.Recipients = out.Commit, out.Welcome, recipients
+			return saveIntent(ctx, tx, groupID, in)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("commit: %w", err)
+		}
+		seq, done, err := c.driveIntent(ctx, groupID)
+		if err != nil || done {
+			return seq, err
+		}
+	}
+	return 0, fmt.Errorf("commit: %w after %d attempts", ErrCommitLost, c.opts.CommitRetries)
+}
+
+// settleIntent finishes an intent left by an earlier attempt or process
+// before a new commit is built. The caller holds the group's lock.
+func (c *Client) settleIntent(ctx context.Context, groupID []byte) error {
+	var in *intent
+	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+		in, err = loadIntent(ctx, tx, groupID)
+		return err
+	})
+	if err != nil || in == nil {
+		return err
+	}
+	_, _, err = c.driveIntent(ctx, groupID)
+	return err
+}
+
+// driveIntent moves the group's stored intent forward: it publishes a
+// pending commit (the same bytes as any earlier attempt), reads the topic
+// back, and sends the Welcomes of a merged one. done reports that the
+// intent ended merged (seq is its sequence id); done false with a nil
+// error means it was lost and the caller may rebuild.
+func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, done bool, err error) {
+	in, err := c.intent(ctx, groupID)
+	if err != nil || in == nil {
+		return 0, false, err
+	}
+	if in.State == intentPending {
+		env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(groupID), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: in.Commit}}
+		if _, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env}); err != nil {
+			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
+				return 0, false, c.dropIntent(ctx, groupID, true, err)
+			}
+			return 0, false, fmt.Errorf("commit: publish: %w", err)
+		}
+		if err := c.processGroup(ctx, groupID); err != nil {
+			return 0, false, err
+		}
+		if in, err = c.intent(ctx, groupID); err != nil || in == nil {
+			return 0, false, err
+		}
+	}
+	switch in.State {
+	case intentMerged:
+		if err := c.sendWelcomes(ctx, groupID, in); err != nil {
+			return in.MergedAt, false, err
+		}
+		return in.MergedAt, true, c.dropIntent(ctx, groupID, false, nil)
+	case intentLost:
+		return 0, false, c.dropIntent(ctx, groupID, false, nil)
+	}
+	// Published but not yet visible on the topic: the workers settle it.
+	return 0, false, fmt.Errorf("commit: published but not yet read back: %w", ports.ErrUnavailable)
+}
+
+func (c *Client) intent(ctx context.Context, groupID []byte) (in *intent, err error) {
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		in, err = loadIntent(ctx, tx, groupID)
+		return err
+	})
+	return in, err
+}
+
+// dropIntent deletes the intent, and the engine's pending commit with it
+// when clearPending is set; it returns cause.
+func (c *Client) dropIntent(ctx context.Context, groupID []byte, clearPending bool, cause error) error {
+	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		if clearPending {
+			if err := c.deps.MLS.ClearPending(ctx, tx, groupID); err != nil {
+				return err
+			}
+		}
+		return deleteIntent(ctx, tx, groupID)
+	})
+	if cause != nil {
+		return fmt.Errorf("commit: %w", cause)
+	}
+	return err
+}
+
+// sendWelcomes publishes the Welcomes of a merged commit, anchored at its
+// sequence id (JOIN-036), at most 256 envelopes per request.
+func (c *Client) sendWelcomes(ctx context.Context, groupID []byte, in *intent) error {
+	if len(in.Recipients) == 0 || len(in.Welcome) == 0 {
+		return nil
+	}
+	envs, err := c.sender.Envelopes(ctx, in.Welcome, in.MergedAt, in.Recipients)
+	if err != nil {
+		return fmt.Errorf("welcomes of %x: %w", groupID, err)
+	}
+	for len(envs) > 0 {
+		n := min(len(envs), 256)
+		if _, err := publishRetry(ctx, c.deps.Transport, envs[:n]); err != nil {
+			if errors.Is(err, ports.ErrInvalidArgument) {
+				c.logger.Error("welcomes refused by the delivery service", "group", fmt.Sprintf("%x", groupID), "err", err)
+				return nil
+			}
+			return fmt.Errorf("welcomes of %x: %w", groupID, err)
+		}
+		envs = envs[n:]
+	}
+	return nil
+}
+
+// publishRetry publishes envs, retrying an unavailable or rate-limited
+// delivery service a few times with a growing delay. A publish whose
+// outcome stays unknown returns the last error.
+func publishRetry(ctx context.Context, tr ports.Transport, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	delay := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		seqs, err := tr.Publish(ctx, envs)
+		if err == nil {
+			if len(seqs) != len(envs) {
+				return nil, fmt.Errorf("publish: %d sequence ids for %d envelopes: %w", len(seqs), len(envs), ports.ErrUnavailable)
+			}
+			return seqs, nil
+		}
+		if attempt >= 3 || !(errors.Is(err, ports.ErrUnavailable) || errors.Is(err, ports.ErrRateLimited)) {
+			return nil, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay *= 2
+	}
+}

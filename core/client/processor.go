@@ -1,0 +1,326 @@
+package client
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// pageSize bounds the envelopes of one query of a group topic.
+const pageSize = 100
+
+// groupTopic returns a group's message topic: 0x00 || group id.
+func groupTopic(groupID []byte) []byte {
+	return append([]byte{byte(ports.TopicGroupMessages)}, groupID...)
+}
+
+// Sync processes every envelope of the conversation's message topic that
+// the client has not processed yet, in order.
+func (cv *Conversation) Sync(ctx context.Context) error {
+	defer cv.c.lock(cv.id)()
+	return cv.c.processGroup(ctx, cv.id)
+}
+
+// outcome is what processing one envelope did, reported after its
+// transaction commits.
+type outcome struct {
+	events   []Event
+	inactive bool
+	merged   bool
+}
+
+// processGroup processes the group's topic from the stored cursor to its
+// end, one envelope per transaction, strictly in sequence order (PROC-005,
+// PROC-008). A failure a retry can change (storage, transport, a held
+// message) stops the pass without moving the cursor; the next pass
+// retries from there. An inactive group is not processed: its cursor stays
+// at the commit that removed this installation (COMP-186), where a re-add
+// Welcome's anchor lands. The caller holds the group's lock.
+func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
+	for {
+		g, err := c.group(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		if !g.Active || g.ConversationType == ports.ConversationOneshot {
+			return nil
+		}
+		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), g.Cursor, pageSize)
+		if err != nil {
+			return fmt.Errorf("read group %x: %w", groupID, err)
+		}
+		cursor, progressed := g.Cursor, false
+		for _, env := range envs {
+			seq := env.GetSequenceId()
+			// Sequence ids are not authenticated: one at or below the
+			// cursor was processed, and one the store cannot hold is
+			// skipped without moving the cursor (COMP-185).
+			if seq <= cursor || seq > math.MaxInt64 {
+				continue
+			}
+			out, err := c.processEnvelope(ctx, groupID, env)
+			if err != nil {
+				return fmt.Errorf("group %x envelope %d: %w", groupID, seq, err)
+			}
+			cursor, progressed = seq, true
+			c.events.emit(out.events...)
+			if out.merged {
+				c.logDue(groupID)
+			}
+			if out.inactive {
+				return nil
+			}
+		}
+		if !progressed {
+			return nil
+		}
+	}
+}
+
+func (c *Client) group(ctx context.Context, groupID []byte) (g ports.Group, err error) {
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		g, err = tx.Groups().Get(ctx, groupID)
+		return err
+	})
+	return g, err
+}
+
+// processEnvelope processes one envelope in one transaction: the engine
+// processes it, the commit log records a commit's outcome (FORK-001,
+// FORK-002), the message or group update is stored, and the cursor
+// advances, all or nothing.
+func (c *Client) processEnvelope(ctx context.Context, groupID []byte, env *backendpb.OriginatorEnvelope) (outcome, error) {
+	var out outcome
+	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		out = outcome{}
+		g, err := tx.Groups().Get(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		seq := env.GetSequenceId()
+		if seq <= g.Cursor || !g.Active {
+			return nil
+		}
+		p := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
+		if err := c.handle(ctx, tx, g, p, &out); err != nil {
+			return err
+		}
+		return tx.Groups().Update(ctx, groupID, func(gr *ports.Group) error {
+			gr.Cursor = seq
+			gr.UpdatedAt = c.deps.Clock.Now()
+			if out.inactive {
+				gr.Active = false
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// envelope is one group-topic envelope being processed.
+type envelope struct {
+	seq     uint64
+	at      time.Time
+	payload []byte
+}
+
+func (e *envelope) hash() []byte {
+	h := sha256.Sum256(e.payload)
+	return h[:]
+}
+
+func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, out *outcome) error {
+	h, ok := peekHeader(e.payload)
+	if !ok {
+		c.logger.Warn("group envelope is not an MLS message", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq)
+		return nil
+	}
+	if !h.commit() {
+		own, err := messagesOf(tx).ByPayloadHash(ctx, g.ID, e.hash())
+		switch {
+		case err == nil:
+			if own.SequenceID != 0 {
+				return nil
+			}
+			if err := messagesOf(tx).SetSequenceID(ctx, own.ID, e.seq, e.at); err != nil {
+				return err
+			}
+			own.SequenceID, own.SentAt = e.seq, e.at
+			out.events = append(out.events, MessageEvent{Message: own})
+			return nil
+		case !errors.Is(err, ports.ErrNotFound):
+			return err
+		}
+	}
+	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
+	if err != nil {
+		return err
+	}
+	p, err := c.deps.MLS.Process(ctx, tx, g.ID, e.payload)
+	if err != nil {
+		if !messageFailure(err) {
+			return err
+		}
+		return c.failed(ctx, tx, g, e, h, before, err, out)
+	}
+	switch p.Kind {
+	case ports.ProcessedApplication:
+		return c.received(ctx, tx, g, e, before, p, out)
+	case ports.ProcessedCommit:
+		return c.applyCommit(ctx, tx, g, e, h, before, p, out)
+	}
+	return nil // a standalone proposal: this client commits proposals inline only
+}
+
+// messageFailure reports an error that is a property of the message, one
+// of the three classes ports.MLS promises; anything else is local and is
+// retried.
+func messageFailure(err error) bool {
+	return errors.Is(err, ports.ErrWrongEpoch) || errors.Is(err, ports.ErrUndecryptable) || errors.Is(err, ports.ErrInvalid)
+}
+
+// failed records a terminal failure: for a commit the commit log's entry
+// (FORK-002) and the maybe_forked diagnostic (FORK-073); an application
+// message that cannot be read is logged, except below the join anchor,
+// where the client holds no secrets (JOIN-066).
+func (c *Client) failed(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, h header, before ports.GroupView, perr error, out *outcome) error {
+	if !h.commit() {
+		if e.seq >= g.JoinAnchor {
+			c.logger.Warn("message not readable", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq, "err", perr)
+		}
+		return nil
+	}
+	if err := c.log.RecordFailure(ctx, tx, commitlog.Failure{GroupID: g.ID, CommitSequenceID: e.seq, View: before, Err: perr}); err != nil {
+		return err
+	}
+	result, _ := commitlog.ResultOf(perr)
+	out.events = append(out.events, CommitRejectedEvent{GroupID: g.ID, CommitSequenceID: e.seq, Result: result, Reason: perr.Error()})
+	return nil
+}
+
+// received stores an application message.
+func (c *Client) received(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before ports.GroupView, p ports.Processed, out *outcome) error {
+	kind, ok := kindOf(p.AuthenticatedData)
+	if !ok {
+		c.logger.Warn("message of unknown kind", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq)
+		return nil
+	}
+	m, ins, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: kind,
+		SenderInbox: p.Sender.InboxID, SenderInstallation: p.Sender.SignatureKey, Epoch: before.Epoch,
+		Content: p.Application, SentAt: e.at})
+	if err != nil {
+		return err
+	}
+	if ins {
+		out.events = append(out.events, MessageEvent{Message: m})
+	}
+	return nil
+}
+
+// applyCommit checks a staged commit against the group's permissions
+// (GMOD-021) and either records it as invalid or merges it and records
+// the merge (FORK-001) and its group update.
+func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, h header, before ports.GroupView, p ports.Processed, out *outcome) error {
+	if p.Staged == nil {
+		return fmt.Errorf("engine staged no state for a commit: %w", ports.ErrInvalid)
+	}
+	ch, err := diffViews(before, *p.Staged, p.Proposals)
+	if err == nil && !p.Own {
+		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
+	}
+	if err != nil {
+		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
+	}
+	in, err := loadIntent(ctx, tx, g.ID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.Own && in != nil && in.State == intentPending:
+		// This installation's own commit, read back (GMOD-018).
+		in.State, in.MergedAt = intentMerged, e.seq
+		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+			return err
+		}
+	case !p.Own && in != nil && in.State == intentPending:
+		// Another commit won the race for this epoch.
+		in.State = intentLost
+		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+			return err
+		}
+		if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
+			return err
+		}
+	}
+	after, err := c.deps.MLS.MergeStaged(ctx, tx, g.ID)
+	if err != nil {
+		return err
+	}
+	return c.merged(ctx, tx, g, e, before, after, p.Sender, ch, out)
+}
+
+// merged records a merged commit: the commit-log entry, the group-update
+// record that is the commit's retained role evidence, the group's new
+// minimum protocol version, and the events.
+func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before, after ports.GroupView, sender ports.Member, ch change, out *outcome) error {
+	var readded [][]byte
+	for _, m := range ch.readded {
+		readded = append(readded, m.SignatureKey)
+	}
+	err := c.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: g.ID, CommitSequenceID: e.seq, Before: before, After: after,
+		Readded: readded, ChangeClass: ch.class(), AddedSuperAdmins: ch.addedSuperAdmins, RoleEvidence: true})
+	if err != nil {
+		return err
+	}
+	upd := groupUpdate{Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded,
+		AddedSuperAdmins: ch.addedSuperAdmins, Components: ch.components}
+	if _, _, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: ports.MessageGroupUpdated,
+		SenderInbox: sender.InboxID, SenderInstallation: sender.SignatureKey, Epoch: before.Epoch,
+		Content: upd.encode(), SentAt: e.at}); err != nil {
+		return err
+	}
+	if d, err := metadata.FromExtensions(after.Extensions); err == nil {
+		if v, ok, err := d.MinProtocolVersion(); ok && err == nil {
+			if err := tx.Groups().Update(ctx, g.ID, func(gr *ports.Group) error {
+				gr.MinProtocolVersion = v.String()
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	out.merged, out.inactive = true, !after.Active
+	if len(ch.added)+len(ch.removed)+len(ch.readded) > 0 || !after.Active {
+		out.events = append(out.events, MembershipEvent{GroupID: g.ID, CommitSequenceID: e.seq,
+			Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded, RemovedSelf: !after.Active})
+	}
+	if names := componentNames(ch.components); len(names) > 0 {
+		out.events = append(out.events, MetadataEvent{GroupID: g.ID, CommitSequenceID: e.seq, Changed: names})
+	}
+	return nil
+}
+
+func componentNames(ids []uint16) []string {
+	var out []string
+	for _, id := range ids {
+		switch id {
+		case metadata.ComponentName:
+			out = append(out, "name")
+		case metadata.ComponentSuperAdminList:
+			out = append(out, "super admins")
+		case metadata.ComponentAdminList:
+			out = append(out, "admins")
+		case metadata.ComponentMinProtocol:
+			out = append(out, "minimum protocol version")
+		}
+	}
+	return out
+}

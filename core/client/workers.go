@@ -1,0 +1,335 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// workers are the client's background loops. They run from Start until
+// Close or the end of Start's context.
+type workers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// resubscribe asks the topic loop to subscribe again, because the set
+	// of topics changed.
+	resubscribe chan struct{}
+	// logs holds conversations whose commit log is due now.
+	mu   sync.Mutex
+	logs map[string]bool
+	due  chan struct{}
+}
+
+func (w *workers) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// background is work Start runs beside the topic and commit-log loops,
+// such as key-package rotation and held-Welcome retries; each runs until
+// ctx ends.
+type background func(ctx context.Context)
+
+// Start runs the client's workers until ctx ends or Close is called: one
+// subscription to every held group topic, the installation's welcome
+// topic and the commit-log topic of every allowed conversation, which
+// processes each topic as envelopes arrive (and every SyncInterval
+// regardless); the commit-log loop, which publishes and reads every
+// allowed conversation's log every CommitLogInterval and at once after a
+// commit is merged; and the key-package and held-Welcome loops. A
+// delivery service that goes away and comes back is resubscribed from the
+// stored cursors, so nothing is missed or processed twice.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.workers != nil {
+		return errors.New("client already started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), logs: map[string]bool{}, due: make(chan struct{}, 1)}
+	c.workers = w
+	loops := append([]background{c.topicLoop, c.commitLogLoop}, c.background...)
+	for _, loop := range loops {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			loop(ctx)
+		}()
+	}
+	return nil
+}
+
+// wakeWorkers tells the topic loop the set of topics may have changed.
+func (c *Client) wakeWorkers() {
+	c.mu.Lock()
+	w := c.workers
+	c.mu.Unlock()
+	if w == nil {
+		return
+	}
+	select {
+	case w.resubscribe <- struct{}{}:
+	default:
+	}
+}
+
+// logDue schedules the conversation's commit log now.
+func (c *Client) logDue(groupID []byte) {
+	c.mu.Lock()
+	w := c.workers
+	c.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.logs[string(groupID)] = true
+	w.mu.Unlock()
+	select {
+	case w.due <- struct{}{}:
+	default:
+	}
+}
+
+// SyncAll processes every pending Welcome and every group topic now, then
+// publishes and reads every allowed conversation's commit log. It returns
+// the first error after trying everything.
+func (c *Client) SyncAll(ctx context.Context) error {
+	errs := []error{c.processWelcomes(ctx)}
+	gs, err := c.heldGroups(ctx)
+	if err != nil {
+		return err
+	}
+	for _, g := range gs {
+		if g.Active && g.ConversationType != ports.ConversationOneshot {
+			unlock := c.lock(g.ID)
+			errs = append(errs, c.settleIntent(ctx, g.ID), c.processGroup(ctx, g.ID))
+			unlock()
+		}
+	}
+	errs = append(errs, c.syncLogs(ctx, gs))
+	return errors.Join(errs...)
+}
+
+func (c *Client) heldGroups(ctx context.Context) (gs []ports.Group, err error) {
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		gs, err = tx.Groups().List(ctx, ports.GroupFilter{})
+		return err
+	})
+	return gs, err
+}
+
+// syncLogs publishes and reads the commit log of every allowed
+// conversation (FORK-030, FORK-085). Publishing and reading are
+// independent: a failed publish does not stop the read.
+func (c *Client) syncLogs(ctx context.Context, gs []ports.Group) error {
+	if c.opts.DisableCommitLog {
+		return nil
+	}
+	var errs []error
+	for _, g := range gs {
+		if !logged(g) {
+			continue
+		}
+		errs = append(errs, c.syncLog(ctx, g.ID))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Client) syncLog(ctx context.Context, groupID []byte) error {
+	_, perr := c.log.Publish(ctx, groupID)
+	if errors.Is(perr, commitlog.ErrNoCommitLog) {
+		perr = nil
+	}
+	before, _ := c.log.ForkState(ctx, groupID)
+	rep, rerr := c.log.Read(ctx, groupID)
+	if rerr == nil && rep.ForkState != before && rep.ForkState != ports.ForkForked {
+		c.events.emit(ForkStateEvent{GroupID: groupID, State: rep.ForkState})
+	}
+	return errors.Join(perr, rerr)
+}
+
+// logged reports whether the commit log of g is published and read:
+// consent allowed, a group or DM with a group root (FORK-030).
+func logged(g ports.Group) bool {
+	return g.Consent == ports.ConsentAllowed && len(g.GroupRoot) == 32 &&
+		(g.ConversationType == ports.ConversationGroup || g.ConversationType == ports.ConversationDM)
+}
+
+// commitLogLoop runs the commit log of every allowed conversation every
+// CommitLogInterval, and of a conversation at once when logDue named it.
+func (c *Client) commitLogLoop(ctx context.Context) {
+	if c.opts.DisableCommitLog {
+		return
+	}
+	w := c.currentWorkers()
+	tick := time.NewTicker(c.opts.CommitLogInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			gs, err := c.heldGroups(ctx)
+			if err == nil {
+				err = c.syncLogs(ctx, gs)
+			}
+			c.logErr("commit log pass", err)
+		case <-w.due:
+			w.mu.Lock()
+			due := w.logs
+			w.logs = map[string]bool{}
+			w.mu.Unlock()
+			for id := range due {
+				c.logErr("commit log", c.syncLog(ctx, []byte(id)))
+			}
+		}
+	}
+}
+
+func (c *Client) currentWorkers() *workers {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workers
+}
+
+func (c *Client) logErr(what string, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		c.logger.Warn(what, "err", err)
+	}
+}
+
+// topicLoop keeps one subscription over every topic the client follows
+// and processes each topic an envelope arrives on.
+func (c *Client) topicLoop(ctx context.Context) {
+	w := c.currentWorkers()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		c.logErr("sync", c.SyncAll(ctx))
+		err := c.subscribeOnce(ctx, w)
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		c.logErr("subscription", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// subscribeOnce subscribes to the current topics and processes arrivals
+// until the topic set changes (nil), ctx ends, or the subscription fails.
+func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
+	cursors, route, err := c.cursors(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub, err := c.deps.Transport.Subscribe(sctx, cursors)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	defer sub.Close()
+	arrived := make(chan []byte, 64)
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			env, err := sub.Next(sctx)
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case arrived <- env.GetEnvelope().GetTargetTopic():
+			case <-sctx.Done():
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(c.opts.SyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.resubscribe:
+			return nil
+		case <-tick.C:
+			c.logErr("sync", c.SyncAll(ctx))
+		case err := <-failed:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		case topic := <-arrived:
+			c.logErr("process", route(ctx, topic))
+		}
+	}
+}
+
+// cursors returns the subscription cursors of every followed topic and a
+// function that processes a topic an envelope arrived on.
+func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context.Context, []byte) error, error) {
+	gs, err := c.heldGroups(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byTopic := map[string]func(context.Context) error{}
+	var cursors []ports.TopicCursor
+	wt, wc, err := c.welcomeCursor(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cursors = append(cursors, ports.TopicCursor{Topic: wt, After: wc})
+	byTopic[string(wt)] = c.processWelcomes
+	for _, g := range gs {
+		if !g.Active || g.ConversationType == ports.ConversationOneshot {
+			continue
+		}
+		id := g.ID
+		topic := groupTopic(id)
+		cursors = append(cursors, ports.TopicCursor{Topic: topic, After: g.Cursor})
+		byTopic[string(topic)] = func(ctx context.Context) error {
+			defer c.lock(id)()
+			return errors.Join(c.settleIntent(ctx, id), c.processGroup(ctx, id))
+		}
+		if logged(g) && !c.opts.DisableCommitLog {
+			keys, err := commitlog.DeriveKeys(g.GroupRoot)
+			if err != nil {
+				continue
+			}
+			var pos uint64
+			_ = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+				pos, err = tx.RemoteCommitLog().ReadPosition(ctx, id)
+				return err
+			})
+			cursors = append(cursors, ports.TopicCursor{Topic: keys.Topic, After: pos})
+			byTopic[string(keys.Topic)] = func(ctx context.Context) error {
+				_, err := c.log.Read(ctx, id)
+				return err
+			}
+		}
+	}
+	route := func(ctx context.Context, topic []byte) error {
+		if fn, ok := byTopic[string(topic)]; ok {
+			return fn(ctx)
+		}
+		if bytes.HasPrefix(topic, []byte{byte(ports.TopicWelcomes)}) {
+			return c.processWelcomes(ctx)
+		}
+		return nil
+	}
+	return cursors, route, nil
+}

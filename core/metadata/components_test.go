@@ -1,0 +1,81 @@
+package metadata
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/regroup-mls/regroup/proto/contentspb"
+)
+
+func TestMembershipRoundTripAndMalformed(t *testing.T) {
+	in := map[string]*contentspb.GroupMembershipEntry_V1{
+		"a": {SequenceId: 7, FailedInstallations: [][]byte{{1, 2}}},
+		"b": {SequenceId: 9},
+	}
+	d := Dictionary{}.Set(ComponentGroupMembership, EncodeMembership(in))
+	got, err := d.Membership()
+	if err != nil || len(got) != 2 || got["a"].GetSequenceId() != 7 || len(got["a"].GetFailedInstallations()) != 1 || got["b"].GetSequenceId() != 9 {
+		t.Fatalf("Membership = %v, %v", got, err)
+	}
+	// Deterministic: the same map always encodes to the same bytes.
+	if string(EncodeMembership(in)) != string(EncodeMembership(in)) {
+		t.Error("EncodeMembership is not deterministic")
+	}
+	if _, err := (Dictionary{}).Membership(); !errors.Is(err, ErrMissing) {
+		t.Errorf("absent = %v, want ErrMissing", err)
+	}
+	// An entry without V1 is malformed, not an empty entry.
+	noV1 := Dictionary{}.Set(ComponentGroupMembership, []byte{0x0a, 0x05, 0x0a, 0x01, 'x', 0x12, 0x00})
+	if _, err := noV1.Membership(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("entry without V1 = %v, want ErrMalformed", err)
+	}
+	if _, err := (Dictionary{}.Set(ComponentGroupMembership, []byte{0xff})).Membership(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("garbage = %v, want ErrMalformed", err)
+	}
+}
+
+// CONF-050: versions compare numerically part by part, so 1.10.0 is later
+// than 1.6.0 although it sorts before it as a string.
+func TestVersionCompare(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.6.0", "1.6.0", 0},
+		{"1.10.0", "1.6.0", 1},
+		{"1.5.9", "1.6.0", -1},
+		{"2.0.0", "1.99.99", 1},
+		{"1.6.1", "1.6.0", 1},
+	} {
+		a, err := ParseVersion(c.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := ParseVersion(c.b)
+		if got := a.Compare(b); got != c.want {
+			t.Errorf("%s vs %s = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if a.String() != c.a {
+			t.Errorf("String = %q, want %q", a.String(), c.a)
+		}
+	}
+	for _, bad := range []string{"", "1.6", "1.6.0.0", "01.6.0", "1.-6.0", "1.6.x", "1.+6.0", "99999999999.0.0"} {
+		if _, err := ParseVersion(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("ParseVersion(%q) = %v, want ErrMalformed", bad, err)
+		}
+	}
+	v, ok, err := Dictionary{}.Set(ComponentMinProtocol, []byte("1.6.0")).MinProtocolVersion()
+	if err != nil || !ok || v != (Version{1, 6, 0}) {
+		t.Errorf("MinProtocolVersion = %v, %v, %v", v, ok, err)
+	}
+	if _, ok, err := (Dictionary{}).MinProtocolVersion(); ok || err != nil {
+		t.Errorf("absent MinProtocolVersion = %v, %v", ok, err)
+	}
+}
+
+// COMP-021: the dm id does not depend on who created the DM.
+func TestDMIDIsSymmetric(t *testing.T) {
+	if DMID("b", "a") != "dm:a:b" || DMID("a", "b") != "dm:a:b" {
+		t.Errorf("DMID = %q, %q", DMID("b", "a"), DMID("a", "b"))
+	}
+}
