@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	regroup "github.com/regroup-mls/regroup"
+	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/delivery"
+	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // world is a set of clients sharing one in-process delivery service on
@@ -135,4 +140,217 @@ func TestCreateAddSendReceive(t *testing.T) {
 			t.Errorf("%s holds %q", m.name, got)
 		}
 	}
+}
+
+// syncAll syncs every member until a pass changes nothing anyone holds:
+// each member processes its Welcomes, its group topics and its commit
+// logs.
+func syncAll(ms ...*member) {
+	for i := 0; i < 3; i++ {
+		for _, m := range ms {
+			m.sync()
+		}
+	}
+}
+
+// TestFiveInstallationsThreeInboxes runs a group of five installations of
+// three inboxes through creation, adds, a removal, messages and a name
+// change, checking after every step that every active member holds the
+// same epoch and epoch authenticator.
+func TestFiveInstallationsThreeInboxes(t *testing.T) {
+	w := newWorld(t)
+	a1 := w.newMember("a1", nil)
+	a2 := w.newMember("a2", a1.c.Identity().RecoveryKey)
+	b1 := w.newMember("b1", nil)
+	b2 := w.newMember("b2", b1.c.Identity().RecoveryKey)
+	c1 := w.newMember("c1", nil)
+	all := []*member{a1, a2, b1, b2, c1}
+
+	g, err := a1.c.CreateGroup(w.ctx, client.GroupOptions{Name: "five", Members: []string{b1.c.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := g.ID()
+	if ms, _ := g.Members(w.ctx); true {
+		for _, m := range ms {
+			t.Logf("member %s %x", m.InboxID[:8], m.InstallationKey[:4])
+		}
+	}
+	t.Logf("a2 key %x", a2.c.InstallationKey()[:4])
+	syncAll(all...)
+	agree(t, id, a1, a2, b1, b2)
+	if ms, _ := g.Members(w.ctx); len(ms) != 4 {
+		t.Fatalf("after create: %d members, want a1, a2, b1, b2", len(ms))
+	}
+
+	if err := a2.conv(id).AddMembers(w.ctx, c1.c.InboxID()); !errors.Is(err, client.ErrNotPermitted) {
+		t.Fatalf("a2 (not an admin... but of the super admin's inbox) add = %v", err)
+	}
+	if err := g.AddMembers(w.ctx, c1.c.InboxID()); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, all...)
+
+	for i, m := range all {
+		if _, err := m.conv(id).Send(w.ctx, []byte(fmt.Sprintf("message %d from %s", i, m.name))); err != nil {
+			t.Fatalf("%s: send: %v", m.name, err)
+		}
+	}
+	syncAll(all...)
+	for _, m := range all {
+		if got := texts(t, m, id); len(got) != len(all) {
+			t.Errorf("%s holds %d messages: %q", m.name, len(got), got)
+		}
+	}
+
+	if err := g.SetName(w.ctx, "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, all...)
+	for _, m := range all {
+		if n := m.info(id).Name; n != "renamed" {
+			t.Errorf("%s: name %q", m.name, n)
+		}
+	}
+
+	if err := g.RemoveMembers(w.ctx, b1.c.InboxID()); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, a1, a2, c1)
+	for _, m := range []*member{b1, b2} {
+		if m.info(id).Active {
+			t.Errorf("%s still active after its inbox was removed", m.name)
+		}
+	}
+}
+
+// handles is a member built from the providers by hand, so that a test
+// can reach its engine and store beside its client.
+type handles struct {
+	*member
+	engine *mls.Engine
+	store  ports.Store
+	tr     ports.Transport
+}
+
+func (w *world) newHandles(name string) *handles {
+	w.t.Helper()
+	ctx, clk := w.ctx, regroup.ProvideClock(nil)
+	store, cleanup, err := regroup.OpenSQLiteStore(ctx, filepath.Join(w.dir, name, "client.db"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(cleanup)
+	in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	eng, err := regroup.ProvideEngine(in)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tr := regroup.ProvideMemTransport(w.svc, in)
+	id, err := regroup.ProvideResolver(store, tr, clk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	reg, err := regroup.ProvideAlgorithms()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c, cleanup2, err := regroup.ProvideClient(ctx, regroup.ProvideDeps(store, eng, tr, id, clk, reg, in, nil), nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(cleanup2)
+	if _, err := c.KeyPackages().Publish(ctx); err != nil {
+		w.t.Fatal(err)
+	}
+	return &handles{member: &member{w: w, name: name, c: c}, engine: eng, store: store, tr: tr}
+}
+
+// commitRaw builds a commit with the engine alone, bypassing the
+// client's own permission checks, and publishes it on the group's topic.
+func (h *handles) commitRaw(id []byte, opts func(v ports.GroupView) ports.CommitOptions) uint64 {
+	h.w.t.Helper()
+	var commit []byte
+	err := h.store.Tx(h.w.ctx, func(tx ports.Tx) error {
+		v, err := h.engine.Group(h.w.ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out, err := h.engine.Commit(h.w.ctx, tx, id, opts(v))
+		commit = out.Commit
+		return err
+	})
+	if err != nil {
+		h.w.t.Fatalf("%s: raw commit: %v", h.name, err)
+	}
+	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, id...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: commit}}
+	seqs, err := h.tr.Publish(h.w.ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		h.w.t.Fatal(err)
+	}
+	return seqs[0]
+}
+
+// GMOD-021, COMP-180: a commit that breaks the group's permissions — a
+// plain member renaming the group — is recorded as COMMIT_RESULT_INVALID
+// by every member, the committer included, and nobody moves to its epoch.
+func TestCOMP180_PermissionViolationInvalidForEveryone(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+	carol := w.newHandles("carol")
+	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Name: "g", Members: []string{bob.c.InboxID(), carol.c.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := g.ID()
+	all := []*member{alice, bob, carol.member}
+	syncAll(all...)
+	agree(t, id, all...)
+	before := alice.info(id).Epoch
+
+	seq := carol.commitRaw(id, func(v ports.GroupView) ports.CommitOptions {
+		d, err := metadata.FromExtensions(v.Extensions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ext, err := d.Set(metadata.ComponentName, []byte("carol's now")).Extension()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ports.CommitOptions{GroupContextExtensions: []ports.Extension{ext}}
+	})
+	syncAll(all...)
+	agree(t, id, all...)
+	for _, m := range all {
+		info := m.info(id)
+		if info.Epoch != before || info.Name != "g" {
+			t.Errorf("%s moved to epoch %d, name %q", m.name, info.Epoch, info.Name)
+		}
+		entries, err := m.conv(id).LocalEntries(w.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range entries {
+			if e.CommitSequenceID == seq {
+				found = e.CommitResult == ports.CommitResultInvalid
+			}
+		}
+		if !found {
+			t.Errorf("%s has no COMMIT_RESULT_INVALID entry for commit %d: %+v", m.name, seq, entries)
+		}
+	}
+	// The group goes on: a valid commit after the invalid one applies.
+	if err := g.SetName(w.ctx, "still alice's"); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, all...)
 }

@@ -232,16 +232,29 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if p.Staged == nil {
 		return fmt.Errorf("engine staged no state for a commit: %w", ports.ErrInvalid)
 	}
-	ch, err := diffViews(before, *p.Staged, p.Proposals)
-	if err == nil && !p.Own {
-		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
-	}
-	if err != nil {
-		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
-	}
 	in, err := loadIntent(ctx, tx, g.ID)
 	if err != nil {
 		return err
+	}
+	ch, err := diffViews(before, *p.Staged, p.Proposals)
+	if err == nil {
+		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
+	}
+	if err != nil {
+		// Every member rejects it, this installation's own commit included,
+		// or the committer alone would move on (GMOD-021).
+		if p.Own {
+			if in != nil && in.State == intentPending {
+				in.State, in.Reason = intentRejected, err.Error()
+				if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+					return err
+				}
+			}
+			if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
+				return err
+			}
+		}
+		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
 	}
 	switch {
 	case p.Own && in != nil && in.State == intentPending:
@@ -250,11 +263,14 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
 			return err
 		}
-	case !p.Own && in != nil && in.State == intentPending:
-		// Another commit won the race for this epoch.
-		in.State = intentLost
-		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
-			return err
+	case !p.Own:
+		// Another commit won the race for this epoch: a pending commit of
+		// this installation can never be merged now.
+		if in != nil && in.State == intentPending {
+			in.State = intentLost
+			if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+				return err
+			}
 		}
 		if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
 			return err
