@@ -15,30 +15,57 @@ import (
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/internal/testenv"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
-// world is a set of clients sharing one in-process delivery service on
-// SQLite, each with its own SQLite store: the embedded injector.
+// world is a set of clients on one delivery service, each with its own
+// store. Its mode picks the deployment: "embedded" (the embedded
+// injector: SQLite stores, an in-process delivery service on SQLite),
+// "sqlite" (the networked injector: SQLite stores, a regroupd process on
+// SQLite over gRPC) or "postgres" (PostgreSQL stores, a regroupd process
+// on PostgreSQL).
 type world struct {
-	t   *testing.T
-	ctx context.Context
-	dir string
-	svc *delivery.Service
+	t    *testing.T
+	ctx  context.Context
+	mode string
+	dir  string
+	svc  *delivery.Service
+	rd   *testenv.Regroupd
+	dsn  string
 }
 
-func newWorld(t *testing.T) *world {
+// modes are the deployments every end-to-end case runs in.
+var modes = []string{"embedded", "sqlite", "postgres"}
+
+// eachMode runs fn as a subtest in every mode.
+func eachMode(t *testing.T, fn func(t *testing.T, w *world)) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { fn(t, newWorld(t, mode)) })
+	}
+}
+
+func newWorld(t *testing.T, mode string) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	dir := t.TempDir()
-	svc, cleanup, err := regroup.OpenEmbeddedService(ctx, filepath.Join(dir, "delivery.db"), nil)
-	if err != nil {
-		t.Fatal(err)
+	w := &world{t: t, ctx: ctx, mode: mode, dir: t.TempDir()}
+	switch mode {
+	case "embedded":
+		svc, cleanup, err := regroup.OpenEmbeddedService(ctx, filepath.Join(w.dir, "delivery.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+		w.svc = svc
+	case "sqlite":
+		w.rd = testenv.StartRegroupd(t, "sqlite")
+	case "postgres":
+		w.dsn = testenv.PostgresDSN(t)
+		w.rd = testenv.StartRegroupd(t, "postgres")
 	}
-	t.Cleanup(cleanup)
-	return &world{t: t, ctx: ctx, dir: dir, svc: svc}
+	return w
 }
 
 // member is one installation in the world.
@@ -52,8 +79,16 @@ type member struct {
 // recovery key is given. Its key package is published at once.
 func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	w.t.Helper()
-	c, cleanup, err := regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc,
-		Identity: regroup.IdentityConfig{RecoveryKey: recovery}})
+	id := regroup.IdentityConfig{RecoveryKey: recovery}
+	var c *client.Client
+	var cleanup func()
+	var err error
+	switch w.mode {
+	case "embedded":
+		c, cleanup, err = regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc, Identity: id})
+	default:
+		c, cleanup, err = regroup.NewNetworked(w.ctx, w.networked(name, id))
+	}
 	if err != nil {
 		w.t.Fatalf("%s: %v", name, err)
 	}
@@ -62,6 +97,16 @@ func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 		w.t.Fatalf("%s: publish key package: %v", name, err)
 	}
 	return &member{w: w, name: name, c: c}
+}
+
+func (w *world) networked(name string, id regroup.IdentityConfig) regroup.NetworkedConfig {
+	cfg := regroup.NetworkedConfig{Server: w.rd.Addr, Identity: id}
+	if w.mode == "postgres" {
+		cfg.PostgresDSN, cfg.PostgresSchema = w.dsn, testenv.FreshSchema(w.t, w.dsn)
+	} else {
+		cfg.SQLitePath = filepath.Join(w.dir, name, "client.db")
+	}
+	return cfg
 }
 
 func (m *member) sync() {
@@ -118,8 +163,9 @@ func texts(t *testing.T, m *member, id []byte) []string {
 	return out
 }
 
-func TestCreateAddSendReceive(t *testing.T) {
-	w := newWorld(t)
+func TestCreateAddSendReceive(t *testing.T) { eachMode(t, testCreateAddSendReceive) }
+
+func testCreateAddSendReceive(t *testing.T, w *world) {
 	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
 	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Name: "ops", Members: []string{bob.c.InboxID()}})
 	if err != nil {
@@ -157,8 +203,9 @@ func syncAll(ms ...*member) {
 // three inboxes through creation, adds, a removal, messages and a name
 // change, checking after every step that every active member holds the
 // same epoch and epoch authenticator.
-func TestFiveInstallationsThreeInboxes(t *testing.T) {
-	w := newWorld(t)
+func TestFiveInstallationsThreeInboxes(t *testing.T) { eachMode(t, testFiveInstallations) }
+
+func testFiveInstallations(t *testing.T, w *world) {
 	a1 := w.newMember("a1", nil)
 	a2 := w.newMember("a2", a1.c.Identity().RecoveryKey)
 	b1 := w.newMember("b1", nil)
@@ -239,7 +286,15 @@ type handles struct {
 func (w *world) newHandles(name string) *handles {
 	w.t.Helper()
 	ctx, clk := w.ctx, regroup.ProvideClock(nil)
-	store, cleanup, err := regroup.OpenSQLiteStore(ctx, filepath.Join(w.dir, name, "client.db"))
+	var store ports.Store
+	var cleanup func()
+	var err error
+	switch w.mode {
+	case "postgres":
+		store, cleanup, err = regroup.OpenPostgresStore(ctx, w.dsn, testenv.FreshSchema(w.t, w.dsn))
+	default:
+		store, cleanup, err = regroup.OpenSQLiteStore(ctx, filepath.Join(w.dir, name, "client.db"))
+	}
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -252,7 +307,16 @@ func (w *world) newHandles(name string) *handles {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	tr := regroup.ProvideMemTransport(w.svc, in)
+	var tr ports.Transport
+	if w.mode == "embedded" {
+		tr = regroup.ProvideMemTransport(w.svc, in)
+	} else {
+		var closeTr func()
+		if tr, closeTr, err = regroup.DialTransport(w.rd.Addr, nil, in); err != nil {
+			w.t.Fatal(err)
+		}
+		w.t.Cleanup(closeTr)
+	}
 	id, err := regroup.ProvideResolver(store, tr, clk)
 	if err != nil {
 		w.t.Fatal(err)
@@ -301,8 +365,9 @@ func (h *handles) commitRaw(id []byte, opts func(v ports.GroupView) ports.Commit
 // GMOD-021, COMP-180: a commit that breaks the group's permissions — a
 // plain member renaming the group — is recorded as COMMIT_RESULT_INVALID
 // by every member, the committer included, and nobody moves to its epoch.
-func TestCOMP180_PermissionViolationInvalidForEveryone(t *testing.T) {
-	w := newWorld(t)
+func TestCOMP180_PermissionViolationInvalidForEveryone(t *testing.T) { eachMode(t, testPermissionViolation) }
+
+func testPermissionViolation(t *testing.T, w *world) {
 	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
 	carol := w.newHandles("carol")
 	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Name: "g", Members: []string{bob.c.InboxID(), carol.c.InboxID()}})
