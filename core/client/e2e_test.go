@@ -419,3 +419,84 @@ func testPermissionViolation(t *testing.T, w *world) {
 	syncAll(all...)
 	agree(t, id, all...)
 }
+
+// A DM: both members send and read, the dm id is the same on both sides
+// (COMP-021), creating it again returns the same conversation, and both
+// members publish the commit log (COMP-090), so each reads not forked.
+func TestDM(t *testing.T) { eachMode(t, testDM) }
+
+func testDM(t *testing.T, w *world) {
+	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+	dm, err := alice.c.CreateDM(w.ctx, bob.c.InboxID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := alice.c.CreateDM(w.ctx, bob.c.InboxID())
+	if err != nil || !bytes.Equal(again.ID(), dm.ID()) {
+		t.Fatalf("CreateDM again = %x, %v; want %x", again.ID(), err, dm.ID())
+	}
+	bob.sync()
+	bobDM, err := bob.c.DM(w.ctx, alice.c.InboxID())
+	if err != nil {
+		t.Fatalf("bob finds no DM with alice: %v", err)
+	}
+	if !bytes.Equal(bobDM.ID(), dm.ID()) || alice.info(dm.ID()).DMID != bob.info(dm.ID()).DMID {
+		t.Fatal("the two sides hold different DMs")
+	}
+	// A joined conversation starts with unknown consent; bob allows it.
+	if c := bob.info(dm.ID()).Consent; c != ports.ConsentUnknown {
+		t.Errorf("joined DM consent = %v, want unknown", c)
+	}
+	if _, err := bobDM.Send(w.ctx, []byte("hi alice")); err != nil {
+		t.Fatal(err)
+	}
+	if c := bob.info(dm.ID()).Consent; c != ports.ConsentAllowed {
+		t.Errorf("consent after bob messaged = %v, want allowed", c)
+	}
+	if _, err := dm.Send(w.ctx, []byte("hi bob")); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(alice, bob)
+	agree(t, dm.ID(), alice, bob)
+	// Bob joined at the commit that added him and holds no local entry
+	// yet: no shared commit, so unknown until a commit after his join.
+	if st, _ := bobDM.ForkState(w.ctx); st.State != ports.ForkUnknown {
+		t.Errorf("bob before any commit after his join: %v, want unknown", st.State)
+	}
+	if err := bobDM.UpdateKeys(w.ctx); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(alice, bob)
+	agree(t, dm.ID(), alice, bob)
+	for _, m := range []*member{alice, bob} {
+		if got := texts(t, m, dm.ID()); len(got) != 2 {
+			t.Errorf("%s holds %q", m.name, got)
+		}
+		st, err := m.conv(dm.ID()).ForkState(w.ctx)
+		if err != nil || st.State != ports.ForkNotForked {
+			t.Errorf("%s fork state = %+v, %v; want not forked", m.name, st, err)
+		}
+		if n := len(mustRemote(t, m, dm.ID())); n == 0 {
+			t.Errorf("%s accepted no remote entry", m.name)
+		}
+	}
+	if err := dm.SetName(w.ctx, "x"); !errors.Is(err, client.ErrNotPermitted) {
+		t.Errorf("naming a DM = %v, want ErrNotPermitted", err)
+	}
+	if err := dm.RemoveMembers(w.ctx, bob.c.InboxID()); !errors.Is(err, client.ErrNotPermitted) {
+		t.Errorf("removing the other DM member = %v, want ErrNotPermitted", err)
+	}
+	convs, err := bob.c.Conversations(w.ctx, nil)
+	if err != nil || len(convs) != 1 {
+		t.Errorf("bob lists %d conversations, %v", len(convs), err)
+	}
+}
+
+func mustRemote(t *testing.T, m *member, id []byte) []ports.RemoteCommitLogEntry {
+	t.Helper()
+	r, err := m.conv(id).RemoteEntries(m.w.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
