@@ -500,3 +500,77 @@ func mustRemote(t *testing.T, m *member, id []byte) []ports.RemoteCommitLogEntry
 	}
 	return r
 }
+
+// waitFor reads m's events until ok accepts one, failing after a minute.
+func waitFor(t *testing.T, m *member, what string, ok func(client.Event) bool) client.Event {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case ev, open := <-m.c.Events():
+			if !open {
+				t.Fatalf("%s: event stream closed waiting for %s", m.name, what)
+			}
+			if ok(ev) {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("%s: no %s within a minute", m.name, what)
+		}
+	}
+}
+
+func isMessage(text string) func(client.Event) bool {
+	return func(ev client.Event) bool {
+		m, ok := ev.(client.MessageEvent)
+		return ok && string(m.Message.Content) == text && m.Message.SequenceID > 0
+	}
+}
+
+// The workers run by themselves once the client starts: the joiner learns
+// of the group and its messages from its subscription, without any
+// explicit sync; a regroupd restarted mid-conversation is resubscribed
+// from the stored cursors, and every message arrives once.
+func TestWorkersDeliverAndSurviveRestart(t *testing.T) { eachMode(t, testWorkers) }
+
+func testWorkers(t *testing.T, w *world) {
+	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+	for _, m := range []*member{alice, bob} {
+		if err := m.c.Start(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := waitFor(t, bob, "joined event", func(ev client.Event) bool {
+		j, ok := ev.(client.JoinedEvent)
+		return ok && bytes.Equal(j.GroupID, g.ID())
+	}).(client.JoinedEvent)
+	if joined.AdderInbox != alice.c.InboxID() || !bytes.Equal(joined.AdderInstallation, alice.c.InstallationKey()) {
+		t.Errorf("joined event names adder %s %x, want alice (JOIN-025)", joined.AdderInbox, joined.AdderInstallation)
+	}
+	if _, err := g.Send(w.ctx, []byte("before restart")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, bob, "message before restart", isMessage("before restart"))
+	if w.rd != nil {
+		w.rd.Restart()
+	}
+	// The publish retries until the restarted regroupd answers.
+	var sendErr error
+	for i := 0; i < 50; i++ {
+		if _, sendErr = g.Send(w.ctx, []byte("after restart")); sendErr == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if sendErr != nil {
+		t.Fatal(sendErr)
+	}
+	waitFor(t, bob, "message after restart", isMessage("after restart"))
+	if got := texts(t, bob, g.ID()); len(got) != 2 {
+		t.Errorf("bob holds %q; want each message once", got)
+	}
+}
