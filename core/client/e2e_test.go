@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,6 +74,9 @@ type member struct {
 	w    *world
 	name string
 	c    *client.Client
+	// close closes the client and everything its injector opened; it runs
+	// once, by the test or at its end.
+	close func()
 }
 
 // newMember makes an installation: of a new inbox, or of the inbox whose
@@ -92,11 +96,12 @@ func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	if err != nil {
 		w.t.Fatalf("%s: %v", name, err)
 	}
-	w.t.Cleanup(cleanup)
+	close := sync.OnceFunc(cleanup)
+	w.t.Cleanup(close)
 	if _, err := c.KeyPackages().Publish(w.ctx); err != nil {
 		w.t.Fatalf("%s: publish key package: %v", name, err)
 	}
-	return &member{w: w, name: name, c: c}
+	return &member{w: w, name: name, c: c, close: close}
 }
 
 func (w *world) networked(name string, id regroup.IdentityConfig) regroup.NetworkedConfig {
