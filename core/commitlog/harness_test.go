@@ -405,6 +405,7 @@ type operator struct {
 	mu       sync.Mutex
 	injected []*backendpb.OriginatorEnvelope
 	claim    uint64 // when non-zero, the highest sequence id claimed for every topic
+	hideReal bool   // serve only the injected envelopes
 	repeat   bool   // return every envelope again, ignoring after
 	reverse  bool   // return each page in descending order
 }
@@ -438,6 +439,9 @@ func (o *operator) Query(ctx context.Context, topic []byte, after uint64, limit 
 		return nil, err
 	}
 	var out []*backendpb.OriginatorEnvelope
+	if o.hideReal {
+		real = nil
+	}
 	for _, e := range real {
 		c := proto.Clone(e).(*backendpb.OriginatorEnvelope)
 		c.SequenceId *= scale
