@@ -239,7 +239,7 @@ func TestSyncReadsWhenPublishFails(t *testing.T) {
 	var fl *flaky
 	a := w.newClient("a", "inbox-a")
 	b := w.newClient("b", "inbox-b", func(o *commitlog.Options) {
-		fl = &flaky{Transport: o.Transport, zeroAt: -1, fail: 1000}
+		fl = &flaky{Transport: o.Transport, zeroAt: -1, zeroOnly: -1, fail: 1000}
 		o.Transport = fl
 	})
 	w.g.members = []member{{a.inbox, a.pub}, {b.inbox, b.pub}}
