@@ -231,7 +231,9 @@ func BenchmarkReadPass(b *testing.B) {
 }
 
 // Group implements commitlog.Views.
-func (c *benchConv) Group(context.Context, ports.Tx, []byte) (ports.GroupView, error) { return c.view, nil }
+func (c *benchConv) Group(context.Context, ports.Tx, []byte) (ports.GroupView, error) {
+	return c.view, nil
+}
 
 // Query serves the page of new envelopes.
 func (c *benchConv) Query(_ context.Context, _ []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
