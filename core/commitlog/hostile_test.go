@@ -22,7 +22,7 @@ func groupState(t *testing.T, c *client, tx ports.Tx) ports.ForkState {
 	return g.ForkState
 }
 
-// FORK-082: the fork state is the table's answer right after a merge, a
+// FORK-082, COMP-103: the fork state is the table's answer right after a merge, a
 // terminal failure or a new membership, in the recording transaction, not
 // only after the next read.
 func TestFORK082_ForkStateCurrentAfterEachRecord(t *testing.T) {
@@ -229,10 +229,10 @@ func TestCOMP100_PositionTheTopicNoLongerBacksIsRewound(t *testing.T) {
 	b.wantFork(ports.ForkNotForked)
 }
 
-// Sync reads even when publishing fails, and reports both outcomes: a
-// publisher whose publishing keeps failing still learns from the other
-// publisher's entries that it is forked.
-func TestSyncReadsWhenPublishFails(t *testing.T) {
+// COMP-102: Sync reads even when publishing fails, and reports both
+// outcomes: a publisher whose publishing keeps failing still learns from
+// the other publisher's entries that it is forked.
+func TestCOMP102_SyncReadsWhenPublishFails(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, ports.ConversationDM)
 	w.g.dm = [2]string{"inbox-a", "inbox-b"}
@@ -306,10 +306,10 @@ func (r countingRemote) List(ctx context.Context, g []byte, after uint64, limit 
 	return r.RemoteCommitLog.List(ctx, g, after, limit)
 }
 
-// A read pass and a record cost what is new: once a conversation's
-// comparison is stored, neither lists a whole log again (the read-pass
-// benchmark measures the cost).
-func TestReadAndRecordDoNotListHistory(t *testing.T) {
+// COMP-103: a read pass and a record cost what is new: once a
+// conversation's comparison is stored, neither lists a whole log again
+// (the read-pass benchmark measures the cost).
+func TestCOMP103_ReadAndRecordDoNotListHistory(t *testing.T) {
 	t.Parallel()
 	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
 	a, b := cs[0], cs[1]
@@ -347,5 +347,71 @@ func TestReadAndRecordDoNotListHistory(t *testing.T) {
 	}
 	if n := cnt.lists.Load(); n != 0 {
 		t.Fatalf("%d whole-log listings during records and reads", n)
+	}
+}
+
+// COMP-103: a store written before fork comparisons were kept (entries,
+// no comparison) gets its comparison computed from its entries once: the
+// first pass finds the table's answer, later passes list nothing.
+func TestCOMP103_OlderStoreComparedOnce(t *testing.T) {
+	t.Parallel()
+	w, cs := groupOf(t, []string{"inbox-a"}, "a", "b")
+	a, b := cs[0], cs[1]
+	var seqs []uint64
+	for i := 0; i < 3; i++ {
+		s := w.commit(nil)
+		a.merge(s)
+		seqs = append(seqs, s)
+	}
+	a.publish()
+	// b's conversation as an older build stored it: the group, its
+	// local entries and the accepted entries, written directly.
+	cnt := &countingStore{Store: b.store}
+	gid := w.g.keys.GroupID
+	b.view = w.g.viewFor(b)
+	remote := a.local()
+	b.tx(func(tx ports.Tx) error {
+		if err := tx.Groups().Update(w.ctx, gid, func(g *ports.Group) error { g.Cursor = seqs[2]; return nil }); err != nil {
+			return err
+		}
+		for i, l := range remote {
+			l.Seq, l.GroupID = 0, gid
+			if i == 2 {
+				l.AppliedEpochAuthenticator = randAuth() // b forked at the last commit
+			}
+			if _, _, err := tx.LocalCommitLog().Append(w.ctx, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	o := b.opts
+	o.Store, o.Views = cnt, viewSource{b}
+	l, err := commitlog.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.tx(func(tx ports.Tx) error {
+		// What BeginMembership stored describes no entry: an older store has
+		// none. Replace it with one of another membership, as a store
+		// migrated from before comparisons holds none for this one.
+		return tx.RemoteCommitLog().PutComparison(w.ctx, ports.ForkComparison{GroupID: gid, Membership: 0})
+	})
+	rep, err := l.Read(w.ctx, gid)
+	if err != nil || rep.ForkState != ports.ForkForked {
+		t.Fatalf("first pass %+v %v, want forked", rep, err)
+	}
+	first := cnt.lists.Load()
+	if first == 0 {
+		t.Fatal("the comparison was not computed from the entries")
+	}
+	s := w.commit(nil)
+	a.merge(s)
+	a.publish()
+	if _, err := l.Read(w.ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	if cnt.lists.Load() != first {
+		t.Fatal("a later pass listed the logs again")
 	}
 }
