@@ -41,8 +41,8 @@ const (
 	ReasonPlaintext        Reason = "plaintext"         // decrypted bytes are not a PlaintextCommitLogEntry
 	ReasonGroupID          Reason = "group_id"          // entry names another group
 	ReasonSequence         Reason = "sequence"          // commit_sequence_id is 0 or not below the envelope's
-	ReasonAuthorSignature  Reason = "author_signature"  // author key not 32 bytes or Ed25519ph signature fails
 	ReasonOutOfRange       Reason = "out_of_range"      // a value no store holds, or an oversized authenticator (COMP-101)
+	ReasonAuthorSignature  Reason = "author_signature"  // author key not 32 bytes or Ed25519ph signature fails
 	ReasonReplay           Reason = "replay"            // envelope at or below the read position
 	ReasonAhead            Reason = "ahead"             // sequence id above what the topics have shown (COMP-099)
 	ReasonBelowFloor       Reason = "below_floor"       // applied epoch below the legacy reader floor
