@@ -217,6 +217,10 @@ type LocalCommitLog interface {
 	// Last returns the group's entry with the highest Seq, or an error
 	// wrapping [ErrNotFound].
 	Last(ctx context.Context, groupID []byte) (LocalCommitLogEntry, error)
+	// ByCommit returns the group's entry of that membership for that commit
+	// sequence id, or an error wrapping [ErrNotFound]. It costs one indexed
+	// lookup, however long the log.
+	ByCommit(ctx context.Context, groupID []byte, membership, commitSequenceID uint64) (LocalCommitLogEntry, error)
 }
 
 // RemoteCommitLogEntry is an accepted entry: one read from the commit-log
@@ -252,6 +256,39 @@ type RemoteCommitLog interface {
 	// SetReadPosition records the last evaluated envelope. It never moves the
 	// position backwards: a lower value is ignored.
 	SetReadPosition(ctx context.Context, groupID []byte, seq uint64) error
+	// ByCommit returns the accepted entry with that commit sequence id (the
+	// one with the lowest envelope sequence id when several are stored), or
+	// an error wrapping [ErrNotFound]. It costs one indexed lookup.
+	ByCommit(ctx context.Context, groupID []byte, commitSequenceID uint64) (RemoteCommitLogEntry, error)
+	// Rewind withdraws what a read position the topic no longer backs let
+	// in: it removes the group's accepted entries whose envelope sequence id
+	// is greater than bound, then sets the read position to the highest
+	// envelope sequence id of the accepted entries left (0 when none), lower
+	// than before if need be. It returns the new position and how many
+	// entries it removed.
+	Rewind(ctx context.Context, groupID []byte, bound uint64) (pos uint64, removed int, err error)
+	// Comparison returns the group's stored [ForkComparison]; ok is false
+	// when none was ever stored.
+	Comparison(ctx context.Context, groupID []byte) (c ForkComparison, ok bool, err error)
+	// PutComparison stores c, replacing the group's.
+	PutComparison(ctx context.Context, c ForkComparison) error
+}
+
+// ForkComparison is what a conversation's fork state (fork-recovery
+// section 5) is computed from, kept current as entries are recorded and
+// accepted so that no pass re-reads either log: the newest shared commit
+// and the newest local commit of one membership.
+type ForkComparison struct {
+	GroupID []byte
+	// Membership is the membership the two values below describe.
+	Membership uint64
+	// Shared is the highest commit sequence id at which both a local entry
+	// of the membership, other than a removal entry, and an accepted entry
+	// exist; 0 when there is none.
+	Shared uint64
+	// NewestLocal is the highest commit sequence id of a local entry of the
+	// membership other than a removal entry; 0 when there is none.
+	NewestLocal uint64
 }
 
 // PublishState is a conversation's publication progress (FORK-021,

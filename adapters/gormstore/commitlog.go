@@ -115,6 +115,19 @@ func (l localLog) Last(ctx context.Context, groupID []byte) (ports.LocalCommitLo
 	return localFromRow(op, row)
 }
 
+func (l localLog) ByCommit(ctx context.Context, groupID []byte, membership, commitSequenceID uint64) (ports.LocalCommitLogEntry, error) {
+	const op = "local commit-log entry by commit"
+	if err := checkU64(op, membership, commitSequenceID); err != nil {
+		return ports.LocalCommitLogEntry{}, err
+	}
+	var row localLogRow
+	if err := l.t.q(ctx).Where("group_id = ? AND membership = ? AND commit_sequence_id = ?",
+		groupID, membership, commitSequenceID).Take(&row).Error; err != nil {
+		return ports.LocalCommitLogEntry{}, fail(ctx, op, err)
+	}
+	return localFromRow(op, row)
+}
+
 type remoteLog struct{ t *tx }
 
 func remoteToRow(e ports.RemoteCommitLogEntry) remoteLogRow {
@@ -208,6 +221,74 @@ func (l remoteLog) SetReadPosition(ctx context.Context, groupID []byte, seq uint
 	}
 	return raise(ctx, l.t.q(ctx), op, &readPositionRow{GroupID: groupID, SequenceID: seq},
 		[]string{"group_id"}, "sequence_id", seq, "group_id = ?", groupID)
+}
+
+func (l remoteLog) ByCommit(ctx context.Context, groupID []byte, commitSequenceID uint64) (ports.RemoteCommitLogEntry, error) {
+	const op = "accepted commit-log entry by commit"
+	if err := checkU64(op, commitSequenceID); err != nil {
+		return ports.RemoteCommitLogEntry{}, err
+	}
+	var row remoteLogRow
+	if err := l.t.q(ctx).Where("group_id = ? AND commit_sequence_id = ?", groupID, commitSequenceID).
+		Order("envelope_sequence_id").Take(&row).Error; err != nil {
+		return ports.RemoteCommitLogEntry{}, fail(ctx, op, err)
+	}
+	return remoteFromRow(row), nil
+}
+
+func (l remoteLog) Rewind(ctx context.Context, groupID []byte, bound uint64) (uint64, int, error) {
+	const op = "rewind read position"
+	if err := checkKey(op, "group id", groupID); err != nil {
+		return 0, 0, err
+	}
+	if err := checkU64(op, bound); err != nil {
+		return 0, 0, err
+	}
+	db := l.t.q(ctx)
+	res := db.Where("group_id = ? AND envelope_sequence_id > ?", groupID, bound).Delete(&remoteLogRow{})
+	if res.Error != nil {
+		return 0, 0, fail(ctx, op, res.Error)
+	}
+	var rows []remoteLogRow
+	if err := db.Where("group_id = ?", groupID).Order("envelope_sequence_id DESC").Limit(1).Find(&rows).Error; err != nil {
+		return 0, 0, fail(ctx, op, err)
+	}
+	var pos uint64
+	if len(rows) == 1 {
+		pos = rows[0].EnvelopeSequenceID
+	}
+	row := readPositionRow{GroupID: groupID, SequenceID: pos}
+	if err := db.Clauses(replace("group_id")).Create(&row).Error; err != nil {
+		return 0, 0, fail(ctx, op, err)
+	}
+	return pos, int(res.RowsAffected), nil
+}
+
+func (l remoteLog) Comparison(ctx context.Context, groupID []byte) (ports.ForkComparison, bool, error) {
+	var rows []forkComparisonRow
+	if err := l.t.q(ctx).Where("group_id = ?", groupID).Limit(1).Find(&rows).Error; err != nil {
+		return ports.ForkComparison{}, false, fail(ctx, "fork comparison", err)
+	}
+	if len(rows) == 0 {
+		return ports.ForkComparison{}, false, nil
+	}
+	r := rows[0]
+	return ports.ForkComparison{GroupID: r.GroupID, Membership: r.Membership, Shared: r.Shared, NewestLocal: r.NewestLocal}, true, nil
+}
+
+func (l remoteLog) PutComparison(ctx context.Context, c ports.ForkComparison) error {
+	const op = "put fork comparison"
+	if err := checkKey(op, "group id", c.GroupID); err != nil {
+		return err
+	}
+	if err := checkU64(op, c.Membership, c.Shared, c.NewestLocal); err != nil {
+		return err
+	}
+	row := forkComparisonRow{GroupID: c.GroupID, Membership: c.Membership, Shared: c.Shared, NewestLocal: c.NewestLocal}
+	if err := l.t.q(ctx).Clauses(replace("group_id")).Create(&row).Error; err != nil {
+		return fail(ctx, op, err)
+	}
+	return nil
 }
 
 // raise inserts row unless its key exists, then sets column to v where the

@@ -27,6 +27,14 @@ var migrations = []migration{
 		)
 	}},
 	{2, "messages", createMessages},
+	{3, "fork comparisons and accepted entries by commit", func(tx *gorm.DB) error {
+		if err := tx.Migrator().CreateTable(&forkComparisonRow{}); err != nil {
+			return err
+		}
+		// Databases of step 1 have no fork_comparisons rows: the commit log
+		// computes each conversation's comparison from its entries once.
+		return tx.Exec("CREATE INDEX remote_commit_log_by_commit ON remote_commit_log (group_id, commit_sequence_id, envelope_sequence_id)").Error
+	}},
 }
 
 // SchemaVersion is the schema version this build migrates databases to.

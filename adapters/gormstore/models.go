@@ -165,6 +165,17 @@ type blobRow struct {
 
 func (blobRow) TableName() string { return "blobs" }
 
+// forkComparisonRow holds a conversation's ports.ForkComparison (schema
+// step 2).
+type forkComparisonRow struct {
+	GroupID     []byte `gorm:"primaryKey"`
+	Membership  uint64 `gorm:"not null"`
+	Shared      uint64 `gorm:"not null"`
+	NewestLocal uint64 `gorm:"not null"`
+}
+
+func (forkComparisonRow) TableName() string { return "fork_comparisons" }
+
 // schemaMigration records one applied migration step.
 type schemaMigration struct {
 	Version   int64  `gorm:"primaryKey;autoIncrement:false"`

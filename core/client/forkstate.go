@@ -47,5 +47,5 @@ func (cv *Conversation) RemoteEntries(ctx context.Context) ([]ports.RemoteCommit
 // conversation's commit log once, now.
 func (cv *Conversation) SyncCommitLog(ctx context.Context) (ports.ForkState, error) {
 	rep, err := cv.c.log.Sync(ctx, cv.id)
-	return rep.ForkState, err
+	return rep.Read.ForkState, err
 }

@@ -35,6 +35,8 @@ type outcome struct {
 	events   []Event
 	inactive bool
 	merged   bool
+	// recorded are the commit log's records, reported after commit.
+	recorded []commitlog.Recorded
 }
 
 // processGroup processes the group's topic from the stored cursor to its
@@ -71,6 +73,9 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 				return fmt.Errorf("group %x envelope %d: %w", groupID, seq, err)
 			}
 			cursor, progressed = seq, true
+			for _, r := range out.recorded {
+				c.log.Notify(r)
+			}
 			c.events.emit(out.events...)
 			if out.merged {
 				c.logDue(groupID)
@@ -198,9 +203,11 @@ func (c *Client) failed(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		}
 		return nil
 	}
-	if err := c.log.RecordFailure(ctx, tx, commitlog.Failure{GroupID: g.ID, CommitSequenceID: e.seq, View: before, Err: perr}); err != nil {
+	rec, err := c.log.RecordFailure(ctx, tx, commitlog.Failure{GroupID: g.ID, CommitSequenceID: e.seq, View: before, Err: perr})
+	if err != nil {
 		return err
 	}
+	out.recorded = append(out.recorded, rec)
 	result, _ := commitlog.ResultOf(perr)
 	out.events = append(out.events, CommitRejectedEvent{GroupID: g.ID, CommitSequenceID: e.seq, Result: result, Reason: perr.Error()})
 	return nil
@@ -291,11 +298,12 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 	for _, m := range ch.readded {
 		readded = append(readded, m.SignatureKey)
 	}
-	err := c.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: g.ID, CommitSequenceID: e.seq, Before: before, After: after,
+	rec, err := c.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: g.ID, CommitSequenceID: e.seq, Before: before, After: after,
 		Readded: readded, ChangeClass: ch.class(), AddedSuperAdmins: ch.addedSuperAdmins, RoleEvidence: true})
 	if err != nil {
 		return err
 	}
+	out.recorded = append(out.recorded, rec)
 	upd := groupUpdate{Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded,
 		AddedSuperAdmins: ch.addedSuperAdmins, Components: ch.components}
 	if _, _, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: ports.MessageGroupUpdated,

@@ -42,7 +42,7 @@ func benchLog(b *testing.B, n int) (Keys, []*backendpb.OriginatorEnvelope, func(
 		b.Fatal(err)
 	}
 	fresh := func() *admission {
-		return &admission{groupID: k.GroupID, active: true, cursor: uint64(n), roles: rs, boundaries: map[string]uint64{}}
+		return &admission{groupID: k.GroupID, active: true, cursor: uint64(n), roles: rs, boundaries: map[string]uint64{}, bound: maxStorable}
 	}
 	return k, envs, fresh
 }

@@ -170,3 +170,48 @@ func hmacSHA256(key, msg []byte) []byte {
 	out := sha256.Sum256(append(opad, in[:]...))
 	return out[:]
 }
+
+// FORK-074: the nonce and the ciphertext checked against a computation
+// that shares no code with Seal: HMAC-SHA256 written out here, under the
+// nonce key, over the topic followed by protobuf's deterministic encoding
+// of the signed entry, first 12 bytes; ChaCha20-Poly1305 of that encoding
+// under the encryption key with the topic as associated data.
+func TestFORK074_NonceAndCiphertextFromAnIndependentComputation(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 4))
+	for i := 0; i < 200; i++ {
+		k := testKeys(t, byte(i))
+		_, author, _ := ed25519.GenerateKey(nil)
+		e := &contentspb.PlaintextCommitLogEntry{GroupId: k.GroupID, CommitSequenceId: randUint(r), CommitResult: contentspb.CommitResult(r.IntN(5)),
+			LastEpochAuthenticator: randBytes(r, 32), AppliedEpochNumber: randUint(r), AppliedEpochAuthenticator: randBytes(r, 32)}
+		s, err := Seal(k, e, author)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signed := proto.Clone(e).(*contentspb.PlaintextCommitLogEntry)
+		signed.AuthorInstallationKey = author.Public().(ed25519.PublicKey)
+		signed.AuthorSignature, _ = author.Sign(nil, sha512Sum(append(bytes.Clone(k.Topic), mustMarshal(t, noSig(signed))...)), authorOptions)
+		encoding := mustMarshal(t, signed)
+		want := hmacSHA256(k.NonceKey, append(bytes.Clone(k.Topic), encoding...))[:12]
+		if !bytes.Equal(s.Nonce, want) {
+			t.Fatalf("entry %d: nonce %x, want the first 12 bytes of HMAC(nonce key, topic || entry) %x", i, s.Nonce, want)
+		}
+		if ct := mustAEAD(t, k).Seal(nil, want, encoding, k.Topic); !bytes.Equal(s.Ciphertext, ct) {
+			t.Fatalf("entry %d: ciphertext is not ChaCha20-Poly1305(entry) under the topic", i)
+		}
+	}
+}
+
+func noSig(e *contentspb.PlaintextCommitLogEntry) *contentspb.PlaintextCommitLogEntry {
+	c := proto.Clone(e).(*contentspb.PlaintextCommitLogEntry)
+	c.AuthorSignature = nil
+	return c
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

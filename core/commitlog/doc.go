@@ -13,16 +13,29 @@
 //
 // The client's ordered topic processing calls [Log.RecordMerge] when it
 // merges a commit and [Log.RecordFailure] when it records a terminal
-// rejection, inside the transaction that advances the group's cursor. The
-// join code calls [Log.BeginMembership] when it creates a group or installs
-// a Welcome.
+// rejection, inside the transaction that advances the group's cursor; both
+// bring the fork state up to date in that transaction and return a
+// [Recorded], which the caller passes to [Log.Notify] after it commits.
+// The join code calls [Log.BeginMembership] when it creates a group or
+// installs a Welcome.
 //
 // # Publishing and reading
 //
-// A worker calls [Log.Publish] and [Log.Read] (or [Log.Sync]) per
-// conversation. Discarded envelopes are counted per [Reason]
-// ([Log.Counters]); a conversation becoming forked is reported to
-// Options.OnForked after the transaction that recorded it commits.
+// A worker calls [Log.Publish] and [Log.Read] (or [Log.Sync], which reads
+// whatever the publish did) per conversation. Discarded envelopes are
+// counted per [Reason] ([Log.Counters]); a conversation becoming forked in
+// a pass is reported to Options.OnForked after the pass's transaction
+// commits.
+//
+// # Hostile input
+//
+// Everything a delivery service serves is input. Sequence ids are bounded
+// by what the topic and the group's own topic have shown before they move
+// the read position (COMP-099), a position the topics stop backing is
+// rewound (COMP-100), and values no store holds are discarded before
+// admission (COMP-101), so one envelope costs that envelope only. A pass
+// costs in proportion to the envelopes it is served, not to history
+// (COMP-103).
 //
 // # Errors
 //

@@ -31,7 +31,8 @@ var (
 type Reason string
 
 // Discard reasons, in the order verification tests them (FORK-077), then
-// the admission and chain reasons (FORK-087, FORK-088, FORK-083).
+// the admission and chain reasons (FORK-087, FORK-088, FORK-083) and the
+// sequence-id reasons of COMP-099 and COMP-101.
 const (
 	ReasonMalformed        Reason = "malformed"         // not a decodable sealed entry on this topic
 	ReasonCommitLogID      Reason = "commit_log_id"     // commit_log_id is not the conversation's
@@ -40,8 +41,10 @@ const (
 	ReasonPlaintext        Reason = "plaintext"         // decrypted bytes are not a PlaintextCommitLogEntry
 	ReasonGroupID          Reason = "group_id"          // entry names another group
 	ReasonSequence         Reason = "sequence"          // commit_sequence_id is 0 or not below the envelope's
+	ReasonOutOfRange       Reason = "out_of_range"      // a value no store holds, or an oversized authenticator (COMP-101)
 	ReasonAuthorSignature  Reason = "author_signature"  // author key not 32 bytes or Ed25519ph signature fails
 	ReasonReplay           Reason = "replay"            // envelope at or below the read position
+	ReasonAhead            Reason = "ahead"             // sequence id above what the topics have shown (COMP-099)
 	ReasonBelowFloor       Reason = "below_floor"       // applied epoch below the legacy reader floor
 	ReasonNotPublisher     Reason = "not_publisher"     // author is not a publisher in the reader's tree
 	ReasonChain            Reason = "chain"             // breaks the chain table of FORK-083

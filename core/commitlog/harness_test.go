@@ -279,8 +279,10 @@ func (c *client) mergeView(seq uint64, after ports.GroupView, extra ...func(*com
 	for _, f := range extra {
 		f(&m)
 	}
+	var rec commitlog.Recorded
 	c.tx(func(tx ports.Tx) error {
-		if err := c.log.RecordMerge(c.w.ctx, tx, m); err != nil {
+		var err error
+		if rec, err = c.log.RecordMerge(c.w.ctx, tx, m); err != nil {
 			return err
 		}
 		return tx.Groups().Update(c.w.ctx, m.GroupID, func(g *ports.Group) error {
@@ -288,21 +290,25 @@ func (c *client) mergeView(seq uint64, after ports.GroupView, extra ...func(*com
 			return nil
 		})
 	})
+	c.log.Notify(rec)
 	c.view = after
 }
 
 // reject records a terminal rejection of commit seq.
 func (c *client) reject(seq uint64, err error) {
 	c.w.t.Helper()
+	var rec commitlog.Recorded
 	c.tx(func(tx ports.Tx) error {
-		if err := c.log.RecordFailure(c.w.ctx, tx, commitlog.Failure{GroupID: c.w.g.keys.GroupID, CommitSequenceID: seq, View: c.view, Err: err}); err != nil {
-			return err
+		var rerr error
+		if rec, rerr = c.log.RecordFailure(c.w.ctx, tx, commitlog.Failure{GroupID: c.w.g.keys.GroupID, CommitSequenceID: seq, View: c.view, Err: err}); rerr != nil {
+			return rerr
 		}
 		return tx.Groups().Update(c.w.ctx, c.w.g.keys.GroupID, func(g *ports.Group) error {
 			g.Cursor = seq
 			return nil
 		})
 	})
+	c.log.Notify(rec)
 }
 
 func (c *client) publish() commitlog.PublishReport {
@@ -398,14 +404,29 @@ type operator struct {
 	scale    uint64
 	mu       sync.Mutex
 	injected []*backendpb.OriginatorEnvelope
-	repeat   bool // return every envelope again, ignoring after
-	reverse  bool // return each page in descending order
+	claim    uint64 // when non-zero, the highest sequence id claimed for every topic
+	hideReal bool   // serve only the injected envelopes
+	repeat   bool   // return every envelope again, ignoring after
+	reverse  bool   // return each page in descending order
 }
 
 func (o *operator) inject(seq uint64, env *backendpb.ClientEnvelope) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.injected = append(o.injected, &backendpb.OriginatorEnvelope{SequenceId: seq, Envelope: env})
+}
+
+// HighestSequenceID reports the real topic's highest id, scaled as Query
+// scales it, or what the operator claims when claim is set.
+func (o *operator) HighestSequenceID(ctx context.Context, topic []byte) (uint64, error) {
+	o.mu.Lock()
+	claim := o.claim
+	o.mu.Unlock()
+	if claim != 0 {
+		return claim, nil
+	}
+	h, err := o.Transport.HighestSequenceID(ctx, topic)
+	return h * max(o.scale, 1), err
 }
 
 func (o *operator) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
@@ -418,6 +439,9 @@ func (o *operator) Query(ctx context.Context, topic []byte, after uint64, limit 
 		return nil, err
 	}
 	var out []*backendpb.OriginatorEnvelope
+	if o.hideReal {
+		real = nil
+	}
 	for _, e := range real {
 		c := proto.Clone(e).(*backendpb.OriginatorEnvelope)
 		c.SequenceId *= scale

@@ -196,9 +196,9 @@ func (m *liveMember) follow() []uint64 {
 				return err
 			}
 			if failure != nil {
-				err = m.log.RecordFailure(ctx, tx, commitlog.Failure{GroupID: m.gid(), CommitSequenceID: seq, View: before, Err: failure})
+				_, err = m.log.RecordFailure(ctx, tx, commitlog.Failure{GroupID: m.gid(), CommitSequenceID: seq, View: before, Err: failure})
 			} else {
-				err = m.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: m.gid(), CommitSequenceID: seq, Before: before, After: after, RoleEvidence: true})
+				_, err = m.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: m.gid(), CommitSequenceID: seq, Before: before, After: after, RoleEvidence: true})
 			}
 			if err != nil {
 				return err

@@ -66,7 +66,14 @@ type Log struct {
 
 	mu       sync.Mutex
 	counters map[Reason]uint64
-	locks    map[string]*sync.Mutex
+	locks    map[string]*convLock
+}
+
+// convLock serializes one conversation's passes; it is dropped from the
+// map when no pass holds or waits for it.
+type convLock struct {
+	mu   sync.Mutex
+	refs int
 }
 
 // New returns a Log. Store, Clock and Views are required; Transport and
@@ -87,7 +94,7 @@ func New(opts Options) (*Log, error) {
 	if opts.PublishBatch <= 0 {
 		opts.PublishBatch = 256
 	}
-	return &Log{opts: opts, counters: map[Reason]uint64{}, locks: map[string]*sync.Mutex{}}, nil
+	return &Log{opts: opts, counters: map[Reason]uint64{}, locks: map[string]*convLock{}}, nil
 }
 
 // Counters returns how many envelopes were discarded per reason since the
@@ -106,18 +113,40 @@ func (l *Log) count(c map[Reason]uint64) {
 	}
 }
 
-// lock serializes the passes of one conversation.
+// lock serializes the passes of one conversation. The map holds only the
+// conversations with a pass running or waiting.
 func (l *Log) lock(groupID []byte) func() {
+	k := string(groupID)
 	l.mu.Lock()
-	m, ok := l.locks[string(groupID)]
+	c, ok := l.locks[k]
 	if !ok {
-		m = &sync.Mutex{}
-		l.locks[string(groupID)] = m
+		c = &convLock{}
+		l.locks[k] = c
 	}
+	c.refs++
 	l.mu.Unlock()
-	m.Lock()
-	return m.Unlock
+	c.mu.Lock()
+	return func() {
+		c.mu.Unlock()
+		l.mu.Lock()
+		if c.refs--; c.refs == 0 {
+			delete(l.locks, k)
+		}
+		l.mu.Unlock()
+	}
 }
+
+// notify reports a transition to forked to Options.OnForked.
+func (l *Log) notify(ev *ForkEvent) {
+	if ev != nil && l.opts.OnForked != nil {
+		l.opts.OnForked(*ev)
+	}
+}
+
+// Notify reports the transition to forked a [Recorded] carries, if any,
+// to Options.OnForked. Call it after the transaction that recorded it
+// commits (COMP-095).
+func (l *Log) Notify(r Recorded) { l.notify(r.Forked) }
 
 // ForkState returns the conversation's fork state (FORK-072): unknown
 // whenever the log is disabled (FORK-004).

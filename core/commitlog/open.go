@@ -74,6 +74,12 @@ func prepare(k Keys, groupID []byte, env *backendpb.OriginatorEnvelope) *opened 
 		o.pending = reject(o.seq, ReasonSequence, "commit_sequence_id %d at envelope %d", cs, o.seq)
 		return o
 	}
+	if e.GetCommitSequenceId() > maxStorable || e.GetAppliedEpochNumber() > maxStorable ||
+		len(e.GetLastEpochAuthenticator()) > maxAuthenticator || len(e.GetAppliedEpochAuthenticator()) > maxAuthenticator {
+		o.pending = reject(o.seq, ReasonOutOfRange, "applied epoch %d, authenticators of %d and %d bytes",
+			e.GetAppliedEpochNumber(), len(e.GetLastEpochAuthenticator()), len(e.GetAppliedEpochAuthenticator()))
+		return o
+	}
 	if len(e.GetAuthorInstallationKey()) != ed25519.PublicKeySize {
 		o.pending = reject(o.seq, ReasonAuthorSignature, "author key of %d bytes", len(e.GetAuthorInstallationKey()))
 		return o

@@ -22,10 +22,11 @@ import (
 // next call store the batch but report sequence id 0 from that index on.
 type flaky struct {
 	ports.Transport
-	mu     sync.Mutex
-	fail   int
-	zeroAt int
-	sent   [][]byte
+	mu       sync.Mutex
+	fail     int
+	zeroAt   int
+	zeroOnly int // when >= 0, the next call reports 0 for that index only
+	sent     [][]byte
 }
 
 func (f *flaky) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
@@ -46,6 +47,10 @@ func (f *flaky) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) (
 		}
 		f.zeroAt = -1
 	}
+	if err == nil && f.zeroOnly >= 0 && f.zeroOnly < len(seqs) {
+		seqs[f.zeroOnly] = 0
+		f.zeroOnly = -1
+	}
 	return seqs, err
 }
 
@@ -60,7 +65,7 @@ func TestFORK021_PublishesInOrderAndRetriesFirstUnconfirmed(t *testing.T) {
 	w.g.admins = []string{"inbox-a"}
 	var fl *flaky
 	a := w.newClient("a", "inbox-a", func(o *commitlog.Options) {
-		fl = &flaky{Transport: o.Transport, zeroAt: -1}
+		fl = &flaky{Transport: o.Transport, zeroAt: -1, zeroOnly: -1}
 		o.Transport, o.PublishBatch = fl, 2
 	})
 	w.g.members = []member{{a.inbox, a.pub}}
@@ -177,7 +182,7 @@ func TestFORK086_RecoversLegacyEligibility(t *testing.T) {
 	w.g.admins = []string{"inbox-a"}
 	var fl *flaky
 	a := w.newClient("a", "inbox-a", func(o *commitlog.Options) {
-		fl = &flaky{Transport: o.Transport, zeroAt: -1}
+		fl = &flaky{Transport: o.Transport, zeroAt: -1, zeroOnly: -1}
 		o.Transport, o.PublishBatch = fl, 1
 	})
 	w.g.members = []member{{a.inbox, a.pub}}

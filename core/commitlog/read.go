@@ -1,7 +1,6 @@
 package commitlog
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -24,16 +23,15 @@ type ReadReport struct {
 	// the reader has not processed yet (FORK-087): the commit sequence id
 	// it waits for.
 	Held uint64
+	// Ahead counts envelopes served with a sequence id above what the topic
+	// and the group's own topic have shown (COMP-099): left unevaluated,
+	// for a later pass.
+	Ahead int
+	// Rewound reports that the stored read position was above what the
+	// topic and the group's own topic show, and was moved back (COMP-100).
+	Rewound bool
 	// ForkState is the conversation's fork state after the pass.
 	ForkState ports.ForkState
-}
-
-// Sync publishes and then reads one conversation.
-func (l *Log) Sync(ctx context.Context, groupID []byte) (ReadReport, error) {
-	if _, err := l.Publish(ctx, groupID); err != nil && !errors.Is(err, ErrNoCommitLog) {
-		return ReadReport{}, err
-	}
-	return l.Read(ctx, groupID)
 }
 
 // Read reads the conversation's commit-log topic from the stored read
@@ -42,37 +40,53 @@ func (l *Log) Sync(ctx context.Context, groupID []byte) (ReadReport, error) {
 // the chain (FORK-083, FORK-089). A discarded envelope is counted under its
 // [Reason] and never evaluated again. Evaluation stops, without moving the
 // read position past it, at an entry naming a commit the reader has not
-// processed while its state is active. The fork state is then recomputed
+// processed while its state is active, and at an envelope whose sequence
+// id is above the bound of COMP-099. The fork state is kept current
 // (FORK-082) unless it is forked (FORK-041). A conversation whose log is
 // not read (consent not allowed, one-shot, sync or restored groups, log
 // disabled) is left as it is.
+//
+// A pass costs in proportion to the envelopes it is served, not to the
+// conversation's history.
 func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
 	var rep ReadReport
 	if !l.opts.Enabled {
 		return rep, nil
 	}
 	defer l.lock(groupID)()
-	for {
-		g, keys, pos, ok, err := l.readStart(ctx, groupID)
-		if err != nil || !ok {
-			rep.ForkState = g.ForkState
+	g, keys, pos, ok, err := l.readStart(ctx, groupID)
+	if err != nil || !ok {
+		rep.ForkState = g.ForkState
+		return rep, err
+	}
+	bound, err := l.bound(ctx, keys, g)
+	if err != nil {
+		return rep, err
+	}
+	if pos > bound {
+		if pos, rep.ForkState, err = l.rewind(ctx, groupID, bound); err != nil {
 			return rep, err
 		}
+		rep.Rewound = true
+	}
+	for {
 		envs, err := l.opts.Transport.Query(ctx, keys.Topic, pos, l.opts.PageSize)
 		if err != nil {
 			return rep, fmt.Errorf("read commit log: %w", err)
 		}
-		page, err := l.evaluate(ctx, g, keys, envs)
+		page, next, err := l.evaluate(ctx, groupID, keys, envs, bound)
 		if err != nil {
 			return rep, err
 		}
 		rep.Evaluated += page.Evaluated
 		rep.Accepted += page.Accepted
+		rep.Ahead += page.Ahead
 		rep.Held = page.Held
 		rep.ForkState = page.ForkState
-		if len(envs) == 0 || page.Held != 0 || page.Evaluated == 0 {
+		if len(envs) == 0 || page.Held != 0 || next <= pos {
 			return rep, nil
 		}
+		pos = next
 	}
 }
 
@@ -150,6 +164,7 @@ type admission struct {
 	boundaries map[string]uint64
 	last       *ports.RemoteCommitLogEntry
 	pos        uint64 // read position
+	bound      uint64 // highest sequence id evaluated in this pass (COMP-099)
 	now        time.Time
 }
 
@@ -158,18 +173,28 @@ type admitResult struct {
 	accepted  []ports.RemoteCommitLogEntry
 	counts    map[Reason]uint64
 	evaluated int
+	ahead     int
 	held      uint64
 }
 
-// admit evaluates verified envelopes in order: replays are skipped, failed
-// verification and the floor discard, an active reader holds at an entry
-// naming a commit it has not processed, and the author and chain checks
-// decide acceptance.
+// admit evaluates verified envelopes in order: replays are skipped,
+// envelopes above the bound wait for a later pass, failed verification and
+// the floor discard, an active reader holds at an entry naming a commit it
+// has not processed, and the author and chain checks decide acceptance.
+// Only evaluated envelopes move the read position.
 func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResult {
 	r := admitResult{counts: map[Reason]uint64{}}
 	for i, o := range prepared {
-		if o.seq <= a.pos {
+		switch {
+		case o.seq <= a.pos:
 			r.counts[ReasonReplay]++
+			continue
+		case o.seq > maxStorable:
+			r.counts[ReasonOutOfRange]++ // COMP-101: never evaluated, never a position
+			continue
+		case o.seq > a.bound:
+			r.counts[ReasonAhead]++ // COMP-099: evaluated once the topic shows it
+			r.ahead++
 			continue
 		}
 		if v := verdicts[i]; v != nil {
@@ -178,6 +203,8 @@ func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResu
 			continue
 		}
 		e := o.entry
+		// FORK-087: the floor is checked before the hold, so an entry below
+		// it never holds evaluation.
 		if e.GetAppliedEpochNumber() < a.floor {
 			r.counts[ReasonBelowFloor]++
 			a.pos, r.evaluated = o.seq, r.evaluated+1
@@ -192,16 +219,11 @@ func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResu
 			r.counts[ReasonNotPublisher]++
 			continue
 		}
-		var t Tenure
-		if a.last != nil {
-			t.LastAuthorIsPublisher = a.roles.isPublisherKey(a.last.AuthorInstallationKey)
-			t.LastAuthorBoundary = a.boundaries[string(a.last.AuthorInstallationKey)]
-		}
-		if why := CheckChain(a.last, e, t); why != "" {
+		if why := CheckChain(a.last, e, a.tenure()); why != "" {
 			r.counts[ReasonChain]++
 			continue
 		}
-		acc := ports.RemoteCommitLogEntry{
+		r.accepted = append(r.accepted, ports.RemoteCommitLogEntry{
 			GroupID:                   a.groupID,
 			EnvelopeSequenceID:        o.seq,
 			CommitSequenceID:          e.GetCommitSequenceId(),
@@ -211,51 +233,71 @@ func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResu
 			AppliedEpochAuthenticator: e.GetAppliedEpochAuthenticator(),
 			AuthorInstallationKey:     e.GetAuthorInstallationKey(),
 			AcceptedAt:                a.now,
-		}
-		r.accepted = append(r.accepted, acc)
+		})
 		a.last = &r.accepted[len(r.accepted)-1]
 	}
 	return r
 }
 
+// tenure is what FORK-083 needs about the last accepted entry's author:
+// whether it is a publisher in the current tree and its own publisher
+// boundary (FORK-089, COMP-091), not the candidate's.
+func (a *admission) tenure() Tenure {
+	if a.last == nil {
+		return Tenure{}
+	}
+	return Tenure{
+		LastAuthorIsPublisher: a.roles.isPublisherKey(a.last.AuthorInstallationKey),
+		LastAuthorBoundary:    a.boundaries[string(a.last.AuthorInstallationKey)],
+	}
+}
+
 // evaluate runs one page of envelopes through verification, admission and
-// the chain, and stores the outcome in one transaction.
-func (l *Log) evaluate(ctx context.Context, g ports.Group, keys Keys, envs []*backendpb.OriginatorEnvelope) (ReadReport, error) {
-	prepared, verdicts := verifyPage(l.opts.Verifier, keys, g.ID, envs)
+// the chain, and stores the outcome and the fork state in one transaction.
+// It returns the read position after the page.
+func (l *Log) evaluate(ctx context.Context, groupID []byte, keys Keys, envs []*backendpb.OriginatorEnvelope, bound uint64) (ReadReport, uint64, error) {
+	prepared, verdicts := verifyPage(l.opts.Verifier, keys, groupID, envs)
 	var (
 		rep    ReadReport
 		counts map[Reason]uint64
 		event  *ForkEvent
+		pos    uint64
 	)
 	err := l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
 		rep, counts, event = ReadReport{}, nil, nil
-		a, cur, err := l.loadAdmission(ctx, tx, g.ID)
+		a, cur, err := l.loadAdmission(ctx, tx, groupID)
 		if err != nil {
 			return err
 		}
+		a.bound = bound
 		res := a.admit(prepared, verdicts)
+		t, err := track(ctx, tx, cur, false)
+		if err != nil {
+			return err
+		}
 		remote := tx.RemoteCommitLog()
 		for _, acc := range res.accepted {
 			if _, err := remote.Insert(ctx, acc); err != nil {
 				return err
 			}
+			if err := t.remote(ctx, acc); err != nil {
+				return err
+			}
 		}
-		if err := remote.SetReadPosition(ctx, g.ID, a.pos); err != nil {
+		if err := remote.SetReadPosition(ctx, groupID, a.pos); err != nil {
 			return err
 		}
-		counts = res.counts
-		rep.Evaluated, rep.Accepted, rep.Held = res.evaluated, len(res.accepted), res.held
-		rep.ForkState, event, err = l.updateForkState(ctx, tx, cur)
+		counts, pos = res.counts, a.pos
+		rep.Evaluated, rep.Accepted, rep.Held, rep.Ahead = res.evaluated, len(res.accepted), res.held, res.ahead
+		rep.ForkState, event, err = t.finish(ctx)
 		return err
 	})
 	if err != nil {
-		return rep, fmt.Errorf("read commit log: %w", err)
+		return rep, 0, fmt.Errorf("read commit log: %w", err)
 	}
 	l.count(counts)
-	if event != nil && l.opts.OnForked != nil {
-		l.opts.OnForked(*event)
-	}
-	return rep, nil
+	l.notify(event)
+	return rep, pos, nil
 }
 
 // loadAdmission reads the reader's admission state in tx.
@@ -290,44 +332,4 @@ func (l *Log) loadAdmission(ctx context.Context, tx ports.Tx, groupID []byte) (*
 		return nil, cur, err
 	}
 	return a, cur, nil
-}
-
-// updateForkState recomputes the fork state (FORK-082) unless it is
-// forked (FORK-041), stores it, and returns the event for a transition to
-// forked.
-func (l *Log) updateForkState(ctx context.Context, tx ports.Tx, g ports.Group) (ports.ForkState, *ForkEvent, error) {
-	if g.ForkState == ports.ForkForked {
-		return ports.ForkForked, nil, nil
-	}
-	local, err := tx.LocalCommitLog().List(ctx, g.ID, 0, 0)
-	if err != nil {
-		return 0, nil, err
-	}
-	remote, err := tx.RemoteCommitLog().List(ctx, g.ID, 0, 0)
-	if err != nil {
-		return 0, nil, err
-	}
-	computed, shared := EvaluateForkState(local, remote, g.Membership)
-	next := NextForkState(g.ForkState, computed)
-	if next != g.ForkState {
-		if err := tx.Groups().Update(ctx, g.ID, func(gr *ports.Group) error {
-			if gr.ForkState != ports.ForkForked {
-				gr.ForkState = next
-			}
-			return nil
-		}); err != nil {
-			return 0, nil, err
-		}
-	}
-	var ev *ForkEvent
-	if next == ports.ForkForked && shared != nil {
-		ev = &ForkEvent{
-			GroupID:          bytes.Clone(g.ID),
-			CommitSequenceID: shared.Local.CommitSequenceID,
-			Local:            shared.Local.AppliedEpochAuthenticator,
-			Remote:           shared.Remote.AppliedEpochAuthenticator,
-			RemoteAuthor:     shared.Remote.AuthorInstallationKey,
-		}
-	}
-	return next, ev, nil
 }

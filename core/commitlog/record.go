@@ -56,20 +56,41 @@ func ResultOf(err error) (ports.CommitResult, error) {
 	return 0, fmt.Errorf("%v: %w", err, ErrNotRecordable)
 }
 
+// Recorded says what recording a commit outcome did to the conversation's
+// fork state, which is kept current in the recording transaction
+// (FORK-082).
+type Recorded struct {
+	// ForkState is the conversation's fork state after the record.
+	ForkState ports.ForkState
+	// Forked is set when this record made the conversation forked: the
+	// caller passes the Recorded to [Log.Notify] once its transaction
+	// commits.
+	Forked *ForkEvent
+}
+
 // RecordMerge records the local entry of a merged commit in tx: an applied
 // entry with the epoch and authenticator after the merge (FORK-001), or a
 // removal entry keeping the pre-commit epoch when the commit removed this
 // installation. It also raises publisher boundaries for installations the
 // commit made publishers or readded (FORK-089) and tracks this
-// installation's role for publication (FORK-085). With the log disabled it
-// records nothing.
-func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
+// installation's role for publication (FORK-085), and brings the fork
+// state up to date in tx (FORK-082). With the log disabled it records
+// nothing.
+func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) (Recorded, error) {
 	if !l.opts.Enabled {
-		return nil
+		return Recorded{}, nil
 	}
+	rec, err := l.recordMerge(ctx, tx, m)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("record merge: %w", err)
+	}
+	return rec, nil
+}
+
+func (l *Log) recordMerge(ctx context.Context, tx ports.Tx, m Merge) (Recorded, error) {
 	g, err := tx.Groups().Get(ctx, m.GroupID)
 	if err != nil {
-		return fmt.Errorf("record merge: %w", err)
+		return Recorded{}, err
 	}
 	// A state whose metadata does not decode has no publishers; the entry
 	// is recorded all the same (FORK-001).
@@ -77,11 +98,11 @@ func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
 	after := l.rolesOrNone(g.ConversationType, m.After)
 	// FORK-088 and FORK-086 run before the first subsequent applied commit.
 	if err := l.ensureFloor(ctx, tx, m.GroupID, m.Before); err != nil {
-		return err
+		return Recorded{}, err
 	}
 	state, err := l.ensurePublishState(ctx, tx, g, before)
 	if err != nil {
-		return err
+		return Recorded{}, err
 	}
 	removed := !m.After.Active
 	e := ports.LocalCommitLogEntry{
@@ -104,7 +125,7 @@ func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
 	}
 	stored, _, err := tx.LocalCommitLog().Append(ctx, e)
 	if err != nil {
-		return fmt.Errorf("record merge: %w", err)
+		return Recorded{}, err
 	}
 	// FORK-089: commits that made an installation a publisher or readded it.
 	was := before.publisherKeys()
@@ -115,7 +136,7 @@ func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
 	for k := range after.publisherKeys() {
 		if !was[k] || readded[k] {
 			if err := tx.ReaderAdmission().RaiseBoundary(ctx, m.GroupID, []byte(k), m.CommitSequenceID); err != nil {
-				return fmt.Errorf("record merge: %w", err)
+				return Recorded{}, err
 			}
 		}
 	}
@@ -130,24 +151,48 @@ func (l *Log) RecordMerge(ctx context.Context, tx ports.Tx, m Merge) error {
 	}
 	state.Publisher = isPub
 	if err := tx.PublishProgress().Put(ctx, state); err != nil {
-		return fmt.Errorf("record merge: %w", err)
+		return Recorded{}, err
 	}
-	return nil
+	return l.recorded(ctx, tx, g, stored)
+}
+
+// recorded brings the fork state up to date after a local entry was
+// recorded in tx.
+func (l *Log) recorded(ctx context.Context, tx ports.Tx, g ports.Group, stored ports.LocalCommitLogEntry) (Recorded, error) {
+	t, err := track(ctx, tx, g, false)
+	if err != nil {
+		return Recorded{}, err
+	}
+	if err := t.local(ctx, stored); err != nil {
+		return Recorded{}, err
+	}
+	var r Recorded
+	r.ForkState, r.Forked, err = t.finish(ctx)
+	return r, err
 }
 
 // RecordFailure records the local entry of a terminal rejection
 // (FORK-002): the result the table gives, with the group's current epoch
-// and authenticator. A held failure records nothing. A WrongEpoch
+// and authenticator, and brings the fork state up to date in tx
+// (FORK-082). A held failure records nothing. A WrongEpoch
 // rejection for a future or unexpectedly equal epoch sets the maybe_forked
 // diagnostic; one for an older epoch does not (FORK-073), and nothing here
 // clears it.
-func (l *Log) RecordFailure(ctx context.Context, tx ports.Tx, f Failure) error {
+func (l *Log) RecordFailure(ctx context.Context, tx ports.Tx, f Failure) (Recorded, error) {
 	if f.Held {
-		return nil
+		return Recorded{}, nil
 	}
+	rec, err := l.recordFailure(ctx, tx, f)
+	if err != nil {
+		return Recorded{}, fmt.Errorf("record failure: %w", err)
+	}
+	return rec, nil
+}
+
+func (l *Log) recordFailure(ctx context.Context, tx ports.Tx, f Failure) (Recorded, error) {
 	result, err := ResultOf(f.Err)
 	if err != nil {
-		return fmt.Errorf("record failure: %w", err)
+		return Recorded{}, err
 	}
 	var we *ports.WrongEpochError
 	if errors.As(f.Err, &we) && we.Relation != ports.EpochOlder {
@@ -158,18 +203,18 @@ func (l *Log) RecordFailure(ctx context.Context, tx ports.Tx, f Failure) error {
 			}
 			return nil
 		}); err != nil {
-			return fmt.Errorf("record failure: %w", err)
+			return Recorded{}, err
 		}
 	}
 	if !l.opts.Enabled {
-		return nil
+		return Recorded{}, nil
 	}
 	g, err := tx.Groups().Get(ctx, f.GroupID)
 	if err != nil {
-		return fmt.Errorf("record failure: %w", err)
+		return Recorded{}, err
 	}
 	if err := l.ensureFloor(ctx, tx, f.GroupID, f.View); err != nil {
-		return err
+		return Recorded{}, err
 	}
 	e := ports.LocalCommitLogEntry{
 		GroupID:                   f.GroupID,
@@ -182,10 +227,11 @@ func (l *Log) RecordFailure(ctx context.Context, tx ports.Tx, f Failure) error {
 		RoleEvidence:              true, // a rejected commit does not change the role
 		RecordedAt:                l.opts.Clock.Now(),
 	}
-	if _, _, err := tx.LocalCommitLog().Append(ctx, e); err != nil {
-		return fmt.Errorf("record failure: %w", err)
+	stored, _, err := tx.LocalCommitLog().Append(ctx, e)
+	if err != nil {
+		return Recorded{}, err
 	}
-	return nil
+	return l.recorded(ctx, tx, g, stored)
 }
 
 // BeginMembership starts a new membership of the group's state: at
@@ -221,6 +267,11 @@ func (l *Log) BeginMembership(ctx context.Context, tx ports.Tx, groupID []byte, 
 		initial[k] = anchor
 	}
 	if err := adm.ResetBoundaries(ctx, groupID, initial); err != nil {
+		return fmt.Errorf("begin membership: %w", err)
+	}
+	// The new membership has no local entry yet: nothing is shared, and the
+	// fork state is unknown (FORK-082, FORK-041).
+	if err := tx.RemoteCommitLog().PutComparison(ctx, ports.ForkComparison{GroupID: groupID, Membership: g.Membership}); err != nil {
 		return fmt.Errorf("begin membership: %w", err)
 	}
 	next, err := nextSeq(ctx, tx, groupID)

@@ -84,10 +84,12 @@ func TestFORK002_RecordsOnlyTerminalFailures(t *testing.T) {
 	}
 	n := len(b.local())
 	b.tx(func(tx ports.Tx) error {
-		return b.log.RecordFailure(w.ctx, tx, commitlog.Failure{GroupID: w.g.keys.GroupID, CommitSequenceID: w.commit(nil), View: b.view, Err: ports.ErrUndecryptable, Held: true})
+		_, err := b.log.RecordFailure(w.ctx, tx, commitlog.Failure{GroupID: w.g.keys.GroupID, CommitSequenceID: w.commit(nil), View: b.view, Err: ports.ErrUndecryptable, Held: true})
+		return err
 	})
 	err := b.store.Tx(w.ctx, func(tx ports.Tx) error {
-		return b.log.RecordFailure(w.ctx, tx, commitlog.Failure{GroupID: w.g.keys.GroupID, CommitSequenceID: w.g.seq, View: b.view, Err: errors.New("disk full")})
+		_, err := b.log.RecordFailure(w.ctx, tx, commitlog.Failure{GroupID: w.g.keys.GroupID, CommitSequenceID: w.g.seq, View: b.view, Err: errors.New("disk full")})
+		return err
 	})
 	if !errors.Is(err, commitlog.ErrNotRecordable) {
 		t.Fatalf("storage failure recorded as an outcome: %v", err)

@@ -191,3 +191,73 @@ func TestFORK086_LegacyBoundaryTable(t *testing.T) {
 		t.Errorf("empty suffix: %d", got)
 	}
 }
+
+// FORK-086: the connected-suffix walk checks a rejected entry's
+// last_epoch_authenticator as well as its applied one, and a
+// zero-sequence marker anywhere in the history stops the walk.
+func TestFORK086_ConnectedSuffixRejectedAndMarker(t *testing.T) {
+	A := ports.CommitResultApplied
+	W := ports.CommitResultWrongEpoch
+	cases := []struct {
+		name    string
+		entries []ports.LocalCommitLogEntry
+		epoch   uint64
+		auth    string
+		start   int
+	}{
+		{"rejected entry from another authenticator stops", []ports.LocalCommitLogEntry{
+			legacyE(1, 3, A, 1, "e0", "e1"), legacyE(2, 4, A, 2, "e1", "e2"), legacyE(3, 5, W, 2, "x", "e2"), legacyE(4, 6, A, 3, "e2", "e3"),
+		}, 3, "e3", 3},
+		{"marker in the middle stops, the earlier prefix stays unproved", []ports.LocalCommitLogEntry{
+			legacyE(1, 3, A, 1, "e0", "e1"), legacyE(2, 0, A, 1, "", "e1"), legacyE(3, 5, A, 2, "e1", "e2"),
+		}, 2, "e2", 2},
+		{"marker whose state does not match stops too", []ports.LocalCommitLogEntry{
+			legacyE(1, 3, A, 1, "e0", "e1"), legacyE(2, 0, A, 7, "", "zz"), legacyE(3, 5, A, 2, "e1", "e2"),
+		}, 2, "e2", 2},
+	}
+	for _, c := range cases {
+		if got := ConnectedSuffix(c.entries, c.epoch, []byte(c.auth)); got != c.start {
+			t.Errorf("%s: start %d, want %d", c.name, got, c.start)
+		}
+	}
+}
+
+// FORK-086: a rejected commit never changes the role, and a commit
+// confined to non-role metadata or a key update is no role commit, even
+// without retained evidence; membership and permission changes and absent
+// classifications without evidence are.
+func TestFORK086_WhatCountsAsARoleCommit(t *testing.T) {
+	A := ports.CommitResultApplied
+	W := ports.CommitResultWrongEpoch
+	entry := func(res ports.CommitResult, class ports.ChangeClass) []ports.LocalCommitLogEntry {
+		es := []ports.LocalCommitLogEntry{
+			legacyE(1, 3, A, 1, "e0", "e1"),
+			legacyE(2, 4, res, 1, "e1", "e1"),
+			legacyE(3, 5, A, 2, "e1", "e2"),
+		}
+		if res == A {
+			es[1] = legacyE(2, 4, A, 2, "e1", "e2")
+			es[2] = legacyE(3, 5, A, 3, "e2", "e3")
+		}
+		es[1].RoleEvidence, es[1].ChangeClass = false, class
+		return es
+	}
+	for _, c := range []struct {
+		name  string
+		res   ports.CommitResult
+		class ports.ChangeClass
+		want  int
+	}{
+		{"rejected, unclassified", W, ports.ChangeUnknown, 0},
+		{"rejected, membership", W, ports.ChangeMembership, 0},
+		{"applied, metadata only", A, ports.ChangeMetadata, 0},
+		{"applied, key update", A, ports.ChangeKeyUpdate, 0},
+		{"applied, membership", A, ports.ChangeMembership, 1},
+		{"applied, permissions", A, ports.ChangePermissions, 1},
+		{"applied, unclassified", A, ports.ChangeUnknown, 1},
+	} {
+		if got := LegacyBoundary(entry(c.res, c.class), 0, false, "me"); got != c.want {
+			t.Errorf("%s: boundary %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -95,6 +95,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	var cases []testCase
 	cases = append(cases, txCases...)
 	cases = append(cases, logCases...)
+	cases = append(cases, comparisonCases...)
 	cases = append(cases, joinCases...)
 	cases = append(cases, persistCases...)
 	cases = append(cases, messageCases...)
