@@ -28,7 +28,7 @@ import (
 // SQLite over gRPC) or "postgres" (PostgreSQL stores, a regroupd process
 // on PostgreSQL).
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	mode string
 	dir  string
@@ -47,7 +47,7 @@ func eachMode(t *testing.T, fn func(t *testing.T, w *world)) {
 	}
 }
 
-func newWorld(t *testing.T, mode string) *world {
+func newWorld(t testing.TB, mode string) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
