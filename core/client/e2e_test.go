@@ -80,7 +80,7 @@ type member struct {
 }
 
 // newMember makes an installation: of a new inbox, or of the inbox whose
-// recovery key is given. Its key package is published at once.
+// recovery key is given. The injector publishes its key package.
 func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	w.t.Helper()
 	id := regroup.IdentityConfig{RecoveryKey: recovery}
@@ -98,9 +98,6 @@ func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	}
 	close := sync.OnceFunc(cleanup)
 	w.t.Cleanup(close)
-	if _, err := c.KeyPackages().Publish(w.ctx); err != nil {
-		w.t.Fatalf("%s: publish key package: %v", name, err)
-	}
 	return &member{w: w, name: name, c: c, close: close}
 }
 
@@ -335,9 +332,6 @@ func (w *world) newHandles(name string) *handles {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(cleanup2)
-	if _, err := c.KeyPackages().Publish(ctx); err != nil {
-		w.t.Fatal(err)
-	}
 	return &handles{member: &member{w: w, name: name, c: c}, engine: eng, store: store, tr: tr}
 }
 
