@@ -32,9 +32,9 @@ import (
 // the clients that hold it. Each client has its own SQLite store; its MLS
 // state is a recorded ratchet tree (a ports.GroupView per epoch).
 type world struct {
-	t     *testing.T
-	ctx   context.Context
-	svc   *delivery.Service
+	t   *testing.T
+	ctx context.Context
+	svc *delivery.Service
 	// es is the delivery service's store; publishRaw appends to it
 	// directly, as a hostile service that stores replays would.
 	es    *deliverydb.Store
