@@ -29,6 +29,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -160,6 +161,8 @@ type Server struct {
 	meter  *meter
 	rawMu  sync.Mutex
 	raws   map[string]net.Conn
+	// undecodable notes the requests the codec could not decode.
+	undecodable sync.Map
 
 	// closing ends every subscription stream when the server shuts down.
 	closing context.Context
@@ -182,6 +185,7 @@ func NewServer(svc ports.DeliveryService, opts *ServerOptions) *Server {
 func (s *Server) GRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.StatsHandler(connTagger{s}),
+		grpc.ForceServerCodecV2(lenientCodec{base: encoding.GetCodecV2("proto"), failed: &s.undecodable}),
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
@@ -352,10 +356,13 @@ func (s *Server) Publish(ctx context.Context, req *deliverypb.PublishRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	if err := s.charge(c, cost(len(req.GetEnvelopes()), proto.Size(req))); err != nil {
-		return nil, s.status(ctx, err)
+	caller := c.getCaller()
+	if caller.Authenticated() { // an anonymous publish is refused for free
+		if err := s.charge(c, cost(len(req.GetEnvelopes()), proto.Size(req))); err != nil {
+			return nil, s.status(ctx, err)
+		}
 	}
-	ids, err := s.svc.Publish(ctx, c.getCaller(), req.GetEnvelopes())
+	ids, err := s.svc.Publish(ctx, caller, req.GetEnvelopes())
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
