@@ -117,9 +117,9 @@ type EnvelopeStore interface {
 	// id > after, ascending, and stops before the envelope that would make
 	// the sum of the returned Envelope lengths exceed maxBytes (> 0); the
 	// first envelope is returned whatever its size. The budget is applied
-	// in the database: the store never loads the envelopes it does not
-	// return. A cursor above every possible id (after > 2^63-1) yields no
-	// envelope.
+	// while reading: of the envelopes it does not return, the store loads
+	// at most the one that crossed the budget. A cursor above every
+	// possible id (after > 2^63-1) yields no envelope.
 	Range(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]StoredEnvelope, error)
 	// Newest returns the topic's envelope with the highest sequence id, or
 	// an error wrapping [ErrNotFound] when it holds none.

@@ -344,11 +344,12 @@ func takeIDsSQLite(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope)
 	return ids, nil
 }
 
-// rangeSQL reads a page under a byte budget in one statement: the inner
-// query takes the ids and lengths of up to limit envelopes after the
-// cursor (LENGTH of a blob reads no blob content on SQLite, nor a TOASTed
-// value on PostgreSQL), the window sums the lengths, and only the rows
-// within the budget (and always the first) are joined to their envelope.
+// rangeSQL reads a page under a byte budget in one statement (on
+// PostgreSQL, whose client would otherwise receive every row of the
+// LIMIT): the inner query takes the ids and lengths of up to limit
+// envelopes after the cursor (LENGTH of a TOASTed value reads only its
+// header), the window sums the lengths, and only the rows within the
+// budget (and always the first) are joined to their envelope.
 const rangeSQL = `SELECT e.topic, e.sequence_id, e.server_timestamp_ns, e.envelope
 FROM (SELECT w.sequence_id, w.len, SUM(w.len) OVER (ORDER BY w.sequence_id ROWS UNBOUNDED PRECEDING) AS run
 	FROM (SELECT sequence_id, LENGTH(envelope) AS len FROM delivery_envelopes
@@ -368,16 +369,47 @@ func (s *Store) Range(ctx context.Context, topic []byte, after uint64, limit, ma
 	if after > math.MaxInt64 {
 		return nil, nil // no id is that high: a stored id is a signed 64-bit integer
 	}
-	var rows []envelopeRow
-	err := s.db.WithContext(ctx).Raw(rangeSQL, blob(topic), int64(after), limit, blob(topic), int64(maxBytes)).Scan(&rows).Error
+	var out []ports.StoredEnvelope
+	var err error
+	if s.dialect == "postgres" {
+		var rows []envelopeRow
+		err = s.db.WithContext(ctx).Raw(rangeSQL, blob(topic), int64(after), limit, blob(topic), int64(maxBytes)).Scan(&rows).Error
+		for _, r := range rows {
+			out = append(out, toStored(r))
+		}
+	} else {
+		out, err = s.rangeStepping(ctx, topic, after, limit, maxBytes)
+	}
 	if err != nil {
 		return nil, dbErr(ctx, "range envelopes", err)
 	}
-	out := make([]ports.StoredEnvelope, len(rows))
-	for i, r := range rows {
-		out[i] = toStored(r)
-	}
 	return out, nil
+}
+
+// rangeStepping reads the page row by row and stops at the budget. SQLite
+// runs in this process and produces a row only when asked for it, so the
+// rows after the one that crosses the budget are never read.
+func (s *Store) rangeStepping(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]ports.StoredEnvelope, error) {
+	rows, err := s.db.WithContext(ctx).Raw(`SELECT sequence_id, server_timestamp_ns, envelope FROM delivery_envelopes
+		WHERE topic = ? AND sequence_id > ? ORDER BY sequence_id LIMIT ?`, blob(topic), int64(after), limit).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ports.StoredEnvelope
+	size := 0
+	for rows.Next() {
+		var id, ts int64
+		var env []byte
+		if err := rows.Scan(&id, &ts, &env); err != nil {
+			return nil, err
+		}
+		if size += len(env); size > maxBytes && len(out) > 0 {
+			break
+		}
+		out = append(out, ports.StoredEnvelope{Topic: topic, SequenceID: uint64(id), ServerTimestampNS: ts, Envelope: env})
+	}
+	return out, rows.Err()
 }
 
 func toStored(r envelopeRow) ports.StoredEnvelope {
