@@ -56,6 +56,14 @@
 // highest id any topic ever assigned, so ids stay unique and keep
 // increasing across the upgrade.
 //
+// # Dedup keys and pages
+//
+// Migration 3 adds an optional dedup key per envelope, unique per topic:
+// Append looks each key up in its transaction (after the topic locks on
+// SQLite's single writer; on PostgreSQL a concurrent duplicate fails the
+// unique index and is retried by its publisher) and hands back the stored
+// id. Range caps a page in bytes as it reads (see [Store.Range]).
+//
 // # Errors
 //
 // A missing envelope wraps [ports.ErrNotFound]; a database failure wraps

@@ -9,13 +9,26 @@
 //
 // Each connection has its own state: the latest challenge the server
 // issued on it, the installation key it proved (Ed25519ctx signature with
-// context [ports.AuthContext] over that challenge), and a token-bucket rate
-// limit on its calls.
+// context [ports.AuthContext] over that challenge), and its counts.
+//
+// # Limits
+//
+// Every call draws tokens, by its cost, from three buckets: its
+// connection's, its installation key's and the server's (COMP-146).
+// Subscriptions and the topics they follow are capped per connection, per
+// installation key and for the server; connections per installation key
+// and, through [Server.Listener], for the server; a subscriber that stops
+// taking envelopes has its connection closed (COMP-145). [ServerOptions]
+// documents each limit and [Server.Stats] counts what they refuse.
 //
 // # Errors
 //
 // [ToStatus] and [FromStatus] map the ports sentinels to gRPC codes and
-// back, so errors.Is works across the wire.
+// back, so errors.Is works across the wire. Only the reasons of errors a
+// client causes cross it; any other failure is answered "unavailable"
+// and logged by the server (COMP-147). A request that does not decode is
+// InvalidArgument (COMP-148). A refusal by a limit is ResourceExhausted
+// ([ports.ErrRateLimited]) naming the limit.
 package grpctransport
 
 import (

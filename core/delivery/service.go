@@ -20,11 +20,23 @@
 // one of the same topic, and subscribers are woken only after a commit and
 // re-read from their cursor, so no reader misses an envelope.
 //
+// # Resources
+//
+// A subscription reads only the topics woken since its last read, one
+// page at a time when its reader asks for an envelope (COMP-140); pages
+// are capped in rows and in stored bytes by the store as it reads
+// (COMP-141), and every page a read holds counts against one read budget
+// (Options.ReadBudgetBytes). Every publish wakes its topics' subscribers,
+// whatever the store answered (COMP-142). A sealed commit-log entry is
+// stored once per topic (COMP-144).
+//
 // # Errors
 //
-// Refused envelopes and malformed queries wrap [ports.ErrInvalidArgument]
-// with the reason; requests that need an identity the caller lacks wrap
-// [ports.ErrUnauthenticated].
+// Refused envelopes and malformed queries (a cursor above 2^63-1 among
+// them, COMP-143) wrap [ports.ErrInvalidArgument] with the reason;
+// requests that need an identity the caller lacks wrap
+// [ports.ErrUnauthenticated]; a read that could not get read budget
+// before its ctx ended, and store failures, wrap [ports.ErrUnavailable].
 package delivery
 
 import (
