@@ -255,6 +255,12 @@ func TestCOMP142_SubscriberWokenAfterFailedAppend(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer sub.Close()
+			// The subscription reads its (empty) backlog and waits.
+			idle, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+			defer stop()
+			if _, err := sub.Next(idle); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Next on an empty topic = %v", err)
+			}
 			if _, err := tr.Publish(ctx, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("x"))}); err == nil {
 				t.Fatal("publish reported success")
 			}

@@ -97,7 +97,30 @@ func TestCOMP140_ReadBudgetHeldByUnreadPages(t *testing.T) {
 	if got, err := svc.Query(ctx(t), authed, topics[0], 0, 0); err != nil || len(got) == 0 {
 		t.Fatalf("Query after a subscription freed its page = %d, %v", len(got), err)
 	}
+	// A reader that takes its envelopes gives each one's budget back:
+	// it reads a topic of many pages (more than the whole budget)
+	// without closing.
 	subs[1].Close()
+	long := transporttest.RandomGroupTopic()
+	for j := 0; j < 12; j++ {
+		if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{
+			transporttest.GroupMessage(long, bytes.Repeat([]byte{2}, page/3))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := svc.Subscribe(ctx(t), authed, []ports.TopicCursor{{Topic: long}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < 12; j++ {
+		wait, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+		_, err := sub.Next(wait)
+		cancel()
+		if err != nil {
+			t.Fatalf("envelope %d of a topic of 4 budgets: %v (budget in use %d)", j, err, svc.ReadBudgetInUse())
+		}
+	}
+	sub.Close()
 	if used := svc.ReadBudgetInUse(); used != 0 {
 		t.Fatalf("budget in use %d after every read ended", used)
 	}
