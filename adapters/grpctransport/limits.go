@@ -109,7 +109,8 @@ type identity struct {
 type registry struct {
 	mu  sync.Mutex
 	ids map[string]*identity
-	// subs and cursors of every connection; guarded by mu too.
+	// subs counts the server's open subscriptions; mu also guards the
+	// counts kept in each conn and identity.
 	subs int
 }
 
