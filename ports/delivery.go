@@ -71,6 +71,11 @@ type NewStoredEnvelope struct {
 	// ExpiresAtNS is when a retention sweep may delete it, nanoseconds
 	// since the Unix epoch; 0 keeps it forever.
 	ExpiresAtNS int64
+	// DedupKey, when not nil, makes the envelope idempotent on its topic:
+	// if an envelope of the same topic with the same DedupKey is already
+	// stored (or comes earlier in the same batch), Append stores nothing
+	// for it and returns that envelope's sequence id in its place.
+	DedupKey []byte
 }
 
 // StoredEnvelope is one envelope as an [EnvelopeStore] returns it.
@@ -96,11 +101,26 @@ type EnvelopeStore interface {
 	// (API-289; FORK-077, JOIN-037 and JOIN-050 compare ids of different
 	// topics). Within one topic, id x is never visible before a lower id of
 	// the topic, so a reader that re-reads from its cursor misses nothing.
-	// Either the whole batch is stored or none.
+	// Either the whole batch is stored or none. An envelope whose DedupKey
+	// is already stored on its topic takes no new id: its place in the
+	// result holds the stored envelope's id (which may be lower than the
+	// batch's new ids).
+	//
+	// Append returns only once the transaction that stores the batch has
+	// committed or rolled back, even when ctx ends while it runs: a caller
+	// that wakes readers after Append returns, whatever it returned, never
+	// wakes them before the batch is visible. When ctx ends, a store may
+	// give up on the batch (nothing stored, an error wrapping ctx's error)
+	// or let it commit (its ids returned), but it reports which.
 	Append(ctx context.Context, envs []NewStoredEnvelope) ([]uint64, error)
 	// Range returns up to limit (> 0) envelopes of the topic with sequence
-	// id > after, ascending.
-	Range(ctx context.Context, topic []byte, after uint64, limit int) ([]StoredEnvelope, error)
+	// id > after, ascending, and stops before the envelope that would make
+	// the sum of the returned Envelope lengths exceed maxBytes (> 0); the
+	// first envelope is returned whatever its size. The budget is applied
+	// while reading: of the envelopes it does not return, the store loads
+	// at most the one that crossed the budget. A cursor above every
+	// possible id (after > 2^63-1) yields no envelope.
+	Range(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]StoredEnvelope, error)
 	// Newest returns the topic's envelope with the highest sequence id, or
 	// an error wrapping [ErrNotFound] when it holds none.
 	Newest(ctx context.Context, topic []byte) (StoredEnvelope, error)

@@ -50,7 +50,10 @@ type Transport interface {
 	// none of the batch is stored. An error wrapping [ErrUnavailable] or
 	// [ErrRateLimited] leaves the outcome unknown: the caller retries, and a
 	// retried envelope whose bytes equal a stored one's may be stored again
-	// with a new id (the caller's own determinism makes it a duplicate).
+	// with a new id (the caller's own determinism makes it a duplicate),
+	// except a sealed commit-log entry, which a service stores once per
+	// topic: its retry returns the stored entry's id (COMP-144). A service
+	// refuses a call beyond one of its limits with [ErrRateLimited].
 	Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error)
 	// Query returns up to limit envelopes of the topic with sequence id >
 	// after, ascending; limit <= 0 lets the service choose a page size. A

@@ -32,6 +32,9 @@ type groupCommitter struct {
 	reqs  chan *appendReq
 	quit  chan struct{}
 	ended chan struct{}
+	// afterAppend, set only by tests before the first append, runs after
+	// each request's inserts and before the group commits.
+	afterAppend func(ctx context.Context)
 }
 
 func newGroupCommitter(s *Store) *groupCommitter {
@@ -45,9 +48,12 @@ func (g *groupCommitter) stop() {
 	<-g.ended
 }
 
-// append queues envs and waits for their commit. When ctx ends first the
-// outcome is unknown (the group may still commit them), which the error
-// says by wrapping ports.ErrUnavailable.
+// append queues envs and waits for the transaction that takes them. A
+// ctx that ends before they are queued stores nothing; once queued, the
+// group's transaction skips them if ctx has ended before their turn, and
+// otherwise may commit them, so append waits for that transaction and
+// reports its outcome (ports.EnvelopeStore.Append: never return while a
+// commit that may hold the envelopes is in flight).
 func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	r := &appendReq{ctx: ctx, envs: envs, done: make(chan struct{})}
 	select {
@@ -57,11 +63,7 @@ func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvel
 	case <-g.quit:
 		return nil, fmt.Errorf("append envelopes: %w", ports.ErrClosed)
 	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return nil, dbErr(ctx, "append envelopes", ctx.Err())
-	}
+	<-r.done
 	if r.err != nil {
 		return nil, dbErr(ctx, "append envelopes", r.err)
 	}
@@ -112,6 +114,9 @@ func (g *groupCommitter) commit(batch []*appendReq) {
 				return err
 			}
 			ids, err := g.s.appendIn(tx, r.envs)
+			if g.afterAppend != nil {
+				g.afterAppend(r.ctx)
+			}
 			if err != nil {
 				r.err = err
 				if rerr := tx.Exec(`ROLLBACK TO SAVEPOINT append_req`).Error; rerr != nil {

@@ -87,7 +87,7 @@ func TestCOMP041_Migration2_CounterStartsAboveStoredIDs(t *testing.T) {
 			if h, _ := s.Highest(ctx, a); h != 10 {
 				t.Fatalf("Highest(a) = %d, want 10", h)
 			}
-			if got, _ := s.Range(ctx, b, 0, 10); len(got) != 2 || got[0].SequenceID != 3 || got[1].SequenceID != 8 {
+			if got, _ := s.Range(ctx, b, 0, 10, 1<<20); len(got) != 2 || got[0].SequenceID != 3 || got[1].SequenceID != 8 {
 				t.Fatalf("topic b after the upgrade = %v, want ids 3, 8", got)
 			}
 		})

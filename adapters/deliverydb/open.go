@@ -186,6 +186,20 @@ var migrations = []migration{{
 		`SELECT setval('delivery_sequence_ids', COALESCE(MAX(last_id), 0) + 1, false) FROM delivery_topics`,
 		takeIDsFunction,
 	},
+}, {
+	// Version 3: an envelope may carry a dedup key (commit-log entries: a
+	// digest of what they sign); one topic stores each key once. Rows
+	// stored before this version have none, so each of them may be stored
+	// once more with its key, and never again.
+	version: 3,
+	sqlite: []string{
+		`ALTER TABLE delivery_envelopes ADD COLUMN dedup_key BLOB`,
+		`CREATE UNIQUE INDEX delivery_envelopes_dedup ON delivery_envelopes (topic, dedup_key) WHERE dedup_key IS NOT NULL`,
+	},
+	postgres: []string{
+		`ALTER TABLE delivery_envelopes ADD COLUMN dedup_key BYTEA`,
+		`CREATE UNIQUE INDEX delivery_envelopes_dedup ON delivery_envelopes (topic, dedup_key) WHERE dedup_key IS NOT NULL`,
+	},
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

@@ -56,6 +56,14 @@
 // highest id any topic ever assigned, so ids stay unique and keep
 // increasing across the upgrade.
 //
+// # Dedup keys and pages
+//
+// Migration 3 adds an optional dedup key per envelope, unique per topic:
+// Append looks each key up in its transaction (after the topic locks on
+// SQLite's single writer; on PostgreSQL a concurrent duplicate fails the
+// unique index and is retried by its publisher) and hands back the stored
+// id. Range caps a page in bytes as it reads (see [Store.Range]).
+//
 // # Errors
 //
 // A missing envelope wraps [ports.ErrNotFound]; a database failure wraps
@@ -69,6 +77,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -87,6 +96,7 @@ type envelopeRow struct {
 	ServerTimestampNS int64  `gorm:"column:server_timestamp_ns"`
 	ExpiresAtNS       int64  `gorm:"column:expires_at_ns"`
 	Envelope          []byte `gorm:"column:envelope"`
+	DedupKey          []byte `gorm:"column:dedup_key"`
 }
 
 func (envelopeRow) TableName() string { return "delivery_envelopes" }
@@ -146,6 +156,11 @@ func dbErr(ctx context.Context, op string, err error) error {
 // arrive while the writer is committing are committed together in its
 // next transaction (group commit), each inside its own savepoint so that
 // one failing append does not fail the others.
+//
+// On PostgreSQL the transaction itself is not bound to ctx: its
+// statements are, so a caller that gives up mid-way stores nothing, and
+// ctx is checked once more before COMMIT, which then runs to its end.
+// So Append never returns while its COMMIT is still in flight.
 func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -157,10 +172,12 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 		return s.group.append(ctx, envs)
 	}
 	var ids []uint64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
 		var err error
-		ids, err = s.appendIn(tx, envs)
-		return err
+		if ids, err = s.appendIn(tx.WithContext(ctx), envs); err != nil {
+			return err
+		}
+		return ctx.Err() // given up before COMMIT: roll back, nothing stored
 	})
 	if err != nil {
 		return nil, dbErr(ctx, "append envelopes", err)
@@ -168,11 +185,67 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 	return ids, nil
 }
 
-// appendIn locks the batch's topic rows, takes the batch's ids from the
-// global counter and inserts the envelopes inside tx, returning their ids
-// in input order (see the package doc for why this order of steps keeps
-// the ids in commit order).
+// appendIn stores envs inside tx and returns their ids in input order:
+// envelopes whose dedup key is already stored on their topic (or earlier
+// in envs) take the stored id; the others lock the batch's topic rows,
+// take their ids from the global counter and are inserted (see the
+// package doc for why this order of steps keeps the ids in commit order).
 func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
+	ids := make([]uint64, len(envs))
+	fresh, pos, dupOf, err := s.dedup(tx, envs, ids)
+	if err != nil {
+		return nil, err
+	}
+	if len(fresh) > 0 {
+		newIDs, err := s.insert(tx, fresh)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range pos {
+			ids[i] = newIDs[j]
+		}
+	}
+	for i, j := range dupOf {
+		ids[i] = ids[j]
+	}
+	return ids, nil
+}
+
+// dedup sorts envs into the envelopes to insert (fresh, with their input
+// positions pos) and the ones already stored (their ids written into ids)
+// or repeated within envs (dupOf maps such a position to the first one).
+func (s *Store) dedup(tx *gorm.DB, envs []ports.NewStoredEnvelope, ids []uint64) (fresh []ports.NewStoredEnvelope, pos []int, dupOf map[int]int, err error) {
+	first := map[string]int{}
+	dupOf = map[int]int{}
+	for i, e := range envs {
+		if e.DedupKey == nil {
+			fresh, pos = append(fresh, e), append(pos, i)
+			continue
+		}
+		k := strconv.Itoa(len(e.Topic)) + ":" + string(e.Topic) + string(e.DedupKey)
+		if j, ok := first[k]; ok {
+			dupOf[i] = j
+			continue
+		}
+		var stored []int64
+		err := tx.Table("delivery_envelopes").Where("topic = ? AND dedup_key = ?", blob(e.Topic), blob(e.DedupKey)).
+			Limit(1).Pluck("sequence_id", &stored).Error
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("look up dedup key: %w", err)
+		}
+		if len(stored) > 0 {
+			ids[i] = uint64(stored[0])
+			first[k] = i
+			continue
+		}
+		first[k] = i
+		fresh, pos = append(fresh, e), append(pos, i)
+	}
+	return fresh, pos, dupOf, nil
+}
+
+// insert locks the topic rows of envs, takes their ids and inserts them.
+func (s *Store) insert(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	seen := make(map[string]bool)
 	topics := make([]string, 0, 1)
 	for _, e := range envs {
@@ -196,7 +269,7 @@ func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64,
 	for i, e := range envs {
 		rows[i] = envelopeRow{
 			Topic: e.Topic, SequenceID: int64(ids[i]), ServerTimestampNS: e.ServerTimestampNS,
-			ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope,
+			ExpiresAtNS: e.ExpiresAtNS, Envelope: e.Envelope, DedupKey: e.DedupKey,
 		}
 	}
 	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
@@ -279,25 +352,72 @@ func takeIDsSQLite(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope)
 	return ids, nil
 }
 
+// rangeSQL reads a page under a byte budget in one statement (on
+// PostgreSQL, whose client would otherwise receive every row of the
+// LIMIT): the inner query takes the ids and lengths of up to limit
+// envelopes after the cursor (LENGTH of a TOASTed value reads only its
+// header), the window sums the lengths, and only the rows within the
+// budget (and always the first) are joined to their envelope.
+const rangeSQL = `SELECT e.topic, e.sequence_id, e.server_timestamp_ns, e.envelope
+FROM (SELECT w.sequence_id, w.len, SUM(w.len) OVER (ORDER BY w.sequence_id ROWS UNBOUNDED PRECEDING) AS run
+	FROM (SELECT sequence_id, LENGTH(envelope) AS len FROM delivery_envelopes
+		WHERE topic = ? AND sequence_id > ? ORDER BY sequence_id LIMIT ?) AS w) AS c
+JOIN delivery_envelopes e ON e.topic = ? AND e.sequence_id = c.sequence_id
+WHERE c.run <= ? OR c.run = c.len
+ORDER BY e.sequence_id`
+
 // Range implements [ports.EnvelopeStore.Range].
-func (s *Store) Range(ctx context.Context, topic []byte, after uint64, limit int) ([]ports.StoredEnvelope, error) {
+func (s *Store) Range(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]ports.StoredEnvelope, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	if limit <= 0 {
-		return nil, fmt.Errorf("range: %w: limit %d", ports.ErrInvalidArgument, limit)
+	if limit <= 0 || maxBytes <= 0 {
+		return nil, fmt.Errorf("range: %w: limit %d, byte budget %d", ports.ErrInvalidArgument, limit, maxBytes)
 	}
-	var rows []envelopeRow
-	err := s.db.WithContext(ctx).Where("topic = ? AND sequence_id > ?", blob(topic), int64(after)).
-		Order("sequence_id").Limit(limit).Find(&rows).Error
+	if after > math.MaxInt64 {
+		return nil, nil // no id is that high: a stored id is a signed 64-bit integer
+	}
+	var out []ports.StoredEnvelope
+	var err error
+	if s.dialect == "postgres" {
+		var rows []envelopeRow
+		err = s.db.WithContext(ctx).Raw(rangeSQL, blob(topic), int64(after), limit, blob(topic), int64(maxBytes)).Scan(&rows).Error
+		for _, r := range rows {
+			out = append(out, toStored(r))
+		}
+	} else {
+		out, err = s.rangeStepping(ctx, topic, after, limit, maxBytes)
+	}
 	if err != nil {
 		return nil, dbErr(ctx, "range envelopes", err)
 	}
-	out := make([]ports.StoredEnvelope, len(rows))
-	for i, r := range rows {
-		out[i] = toStored(r)
-	}
 	return out, nil
+}
+
+// rangeStepping reads the page row by row and stops at the budget. SQLite
+// runs in this process and produces a row only when asked for it, so the
+// rows after the one that crosses the budget are never read.
+func (s *Store) rangeStepping(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]ports.StoredEnvelope, error) {
+	rows, err := s.db.WithContext(ctx).Raw(`SELECT sequence_id, server_timestamp_ns, envelope FROM delivery_envelopes
+		WHERE topic = ? AND sequence_id > ? ORDER BY sequence_id LIMIT ?`, blob(topic), int64(after), limit).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ports.StoredEnvelope
+	size := 0
+	for rows.Next() {
+		var id, ts int64
+		var env []byte
+		if err := rows.Scan(&id, &ts, &env); err != nil {
+			return nil, err
+		}
+		if size += len(env); size > maxBytes && len(out) > 0 {
+			break
+		}
+		out = append(out, ports.StoredEnvelope{Topic: topic, SequenceID: uint64(id), ServerTimestampNS: ts, Envelope: env})
+	}
+	return out, rows.Err()
 }
 
 func toStored(r envelopeRow) ports.StoredEnvelope {

@@ -82,7 +82,7 @@ func TestCOMP041_SequenceIDs_Store(t *testing.T) {
 			if ids, err = s.Append(ctx, []ports.NewStoredEnvelope{exp}); err != nil || ids[0] != 4 {
 				t.Fatalf("Append = %v, %v; want [4]", ids, err)
 			}
-			got, err := s.Range(ctx, a, 1, 10)
+			got, err := s.Range(ctx, a, 1, 10, 1<<20)
 			if err != nil || len(got) != 2 || got[0].SequenceID != 3 || got[1].SequenceID != 4 || got[1].Envelope[0] != 3 {
 				t.Fatalf("Range(a, after 1) = %v, %v; want ids 3, 4", got, err)
 			}
@@ -211,7 +211,7 @@ func TestFORK021_ConcurrentAppends_AckedSetReadsBack(t *testing.T) {
 			acked := appendLoad(t, s, topics, 6, 20, nil)
 			all := make(map[uint64]bool)
 			for _, tp := range topics {
-				got, err := s.Range(ctx, tp, 0, 1000)
+				got, err := s.Range(ctx, tp, 0, 1000, 1<<30)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -249,7 +249,7 @@ func TestCOMP041_ReaderFromCursorMissesNothing_Store(t *testing.T) {
 			drain := func() {
 				for i, tp := range topics {
 					for {
-						page, err := s.Range(ctx, tp, cursor[i], 50)
+						page, err := s.Range(ctx, tp, cursor[i], 50, 1<<20)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -289,7 +289,7 @@ func TestSQLiteReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if _, err := s.Range(ctx, a, 0, 1); !errors.Is(err, ports.ErrClosed) {
+	if _, err := s.Range(ctx, a, 0, 1, 1<<20); !errors.Is(err, ports.ErrClosed) {
 		t.Fatalf("Range after Close: %v", err)
 	}
 	s, err = OpenSQLite(ctx, path, nil)
@@ -374,7 +374,7 @@ func TestGroupCommit_FailureIsolated(t *testing.T) {
 	if batch[0].ids[0] != 1 || batch[2].ids[0] != 2 {
 		t.Fatalf("ids = %v, %v; want 1 and 2", batch[0].ids, batch[2].ids)
 	}
-	got, _ := s.Range(context.Background(), a, 0, 10)
+	got, _ := s.Range(context.Background(), a, 0, 10, 1<<20)
 	if len(got) != 2 || got[1].Envelope[0] != 3 {
 		t.Fatalf("stored %v", got)
 	}

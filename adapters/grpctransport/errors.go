@@ -2,6 +2,8 @@ package grpctransport
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -13,15 +15,32 @@ import (
 
 // ToStatus turns a delivery-service error into the gRPC status that carries
 // its class across the wire; [FromStatus] turns it back. The message keeps
-// the error's text, so a refused envelope's reason reaches the publisher.
+// the error's text only for the classes a client causes (invalid
+// argument, not found, unauthenticated, rate limited), whose reasons are
+// the service's own; every other failure — a database outage, a closed
+// store, anything unclassified — answers a bare "unavailable" (COMP-147),
+// since its text may name the database's user, host and port. A [Server]
+// logs what it hides.
 func ToStatus(err error) error {
+	st, _ := toStatus(err)
+	return st
+}
+
+// exposed marks an unavailable error whose text is the service's own and
+// may reach the client (a shutdown, a shed slow reader).
+type exposed struct{ error }
+
+func (e exposed) Unwrap() error { return e.error }
+
+// toStatus is [ToStatus], and reports whether it hid the error's text.
+func toStatus(err error) (error, bool) {
 	if err == nil {
-		return nil
+		return nil, false
 	}
 	if _, ok := status.FromError(err); ok && !isPortsErr(err) {
-		return err
+		return err, false
 	}
-	code := codes.Internal
+	code := codes.Unavailable
 	switch {
 	case errors.Is(err, ports.ErrInvalidArgument):
 		code = codes.InvalidArgument
@@ -32,15 +51,31 @@ func ToStatus(err error) error {
 	case errors.Is(err, ports.ErrRateLimited):
 		code = codes.ResourceExhausted
 	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded"), false
 	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	case errors.Is(err, ports.ErrConflict):
-		code = codes.Aborted
-	case errors.Is(err, ports.ErrUnavailable), errors.Is(err, ports.ErrClosed):
-		code = codes.Unavailable
+		return status.Error(codes.Canceled, "canceled"), false
+	default:
+		var e exposed
+		if errors.As(err, &e) {
+			return status.Error(code, err.Error()), false
+		}
+		return status.Error(code, "unavailable"), true
 	}
-	return status.Error(code, err.Error())
+	return status.Error(code, err.Error()), false
+}
+
+// status turns err into the status a client sees; what that hides is
+// logged with a reference the client's message carries.
+func (s *Server) status(ctx context.Context, err error) error {
+	st, hidden := toStatus(err)
+	if !hidden {
+		return st
+	}
+	ref := make([]byte, 6)
+	_, _ = rand.Read(ref)
+	s.meter.hidden.Add(1)
+	s.opts.Logger.Warn("call failed; the client was told unavailable", "ref", hex.EncodeToString(ref), "err", err)
+	return status.Error(codes.Unavailable, "unavailable (ref "+hex.EncodeToString(ref)+")")
 }
 
 func isPortsErr(err error) bool {

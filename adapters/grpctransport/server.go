@@ -9,13 +9,26 @@
 //
 // Each connection has its own state: the latest challenge the server
 // issued on it, the installation key it proved (Ed25519ctx signature with
-// context [ports.AuthContext] over that challenge), and a token-bucket rate
-// limit on its calls.
+// context [ports.AuthContext] over that challenge), and its counts.
+//
+// # Limits
+//
+// Every call draws tokens, by its cost, from three buckets: its
+// connection's, its installation key's and the server's (COMP-146).
+// Subscriptions and the topics they follow are capped per connection, per
+// installation key and for the server; connections per installation key
+// and, through [Server.Listener], for the server; a subscriber that stops
+// taking envelopes has its connection closed (COMP-145). [ServerOptions]
+// documents each limit and [Server.Stats] counts what they refuse.
 //
 // # Errors
 //
 // [ToStatus] and [FromStatus] map the ports sentinels to gRPC codes and
-// back, so errors.Is works across the wire.
+// back, so errors.Is works across the wire. Only the reasons of errors a
+// client causes cross it; any other failure is answered "unavailable"
+// and logged by the server (COMP-147). A request that does not decode is
+// InvalidArgument (COMP-148). A refusal by a limit is ResourceExhausted
+// ([ports.ErrRateLimited]) naming the limit.
 package grpctransport
 
 import (
@@ -23,32 +36,131 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/ports"
-	"github.com/regroup-mls/regroup/proto/backendpb"
 	"github.com/regroup-mls/regroup/proto/deliverypb"
 )
 
-// ServerOptions configures a [Server]. Zero fields select the defaults.
+// ServerOptions configures a [Server]. Zero fields select the defaults;
+// docs/operations.md lists every limit with its regroupd flag and metric.
+// A rate of tokens is spent per call and per envelope moved (see
+// COMP-146): a call costs 1, a publish 1 more per envelope and per
+// started 64 KiB, a query as much for what it returned, a subscribe 1 per
+// cursor, and each envelope a subscription delivers 1 plus 1 per started
+// 64 KiB.
 type ServerOptions struct {
-	// RatePerSecond is each connection's sustained call rate; default 1000.
-	// Negative disables the limit.
+	// RatePerSecond is each connection's token rate; default 1000.
+	// Negative disables the per-connection limit.
 	RatePerSecond float64
-	// Burst is each connection's burst of calls; default 2000.
+	// Burst is each connection's bucket size; default 2000.
 	Burst int
+	// IdentityRatePerSecond is the token rate shared by every connection
+	// of one installation key; default 4000. Negative disables it.
+	IdentityRatePerSecond float64
+	// IdentityBurst is that bucket's size; default 8000.
+	IdentityBurst int
+	// GlobalRatePerSecond is the token rate of the whole server; default
+	// 20000. Negative disables it.
+	GlobalRatePerSecond float64
+	// GlobalBurst is that bucket's size; default 40000.
+	GlobalBurst int
+	// MaxConnections bounds the open connections of the server (enforced
+	// by [Server.Listener]); default 1024. Negative disables it.
+	MaxConnections int
+	// MaxConnectionsPerIdentity bounds the connections authenticated as
+	// one installation key; default 8. Negative disables it.
+	MaxConnectionsPerIdentity int
+	// MaxStreamsPerConnection bounds the calls in flight on one
+	// connection (HTTP/2 concurrent streams); default 32.
+	MaxStreamsPerConnection uint32
+	// MaxSubscriptions bounds the open subscriptions of the server;
+	// default 4096. Negative disables it.
+	MaxSubscriptions int
+	// MaxSubscriptionsPerConnection bounds one connection's open
+	// subscriptions; default 8. Negative disables it.
+	MaxSubscriptionsPerConnection int
+	// MaxSubscriptionsPerIdentity bounds one installation key's open
+	// subscriptions over all its connections; default 16. Negative
+	// disables it.
+	MaxSubscriptionsPerIdentity int
+	// MaxCursorsPerConnection bounds the topics one connection's open
+	// subscriptions follow together; default 2048. Negative disables it.
+	MaxCursorsPerConnection int
+	// MaxCursorsPerIdentity bounds the topics one installation key's open
+	// subscriptions follow together; default 4096. Negative disables it.
+	MaxCursorsPerIdentity int
+	// SlowReaderTimeout ends a subscription stream whose reader has not
+	// taken the envelope being sent for this long; the client resubscribes
+	// from its cursor and loses nothing. Default 30s.
+	SlowReaderTimeout time.Duration
+	// MaxConnectionIdle closes a connection with no call in flight for
+	// this long; default 5m.
+	MaxConnectionIdle time.Duration
 	// MaxMessageBytes bounds one request message; default 16 MiB.
 	MaxMessageBytes int
-	// Logger receives connection and error events; default slog.Default().
+	// Logger receives connection and error events, and the details of
+	// every failure a client sees only as "unavailable"; default
+	// slog.Default().
 	Logger *slog.Logger
+}
+
+func (o *ServerOptions) withDefaults() ServerOptions {
+	var r ServerOptions
+	if o != nil {
+		r = *o
+	}
+	rate := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	pos := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	rate(&r.RatePerSecond, 1000)
+	rate(&r.IdentityRatePerSecond, 4000)
+	rate(&r.GlobalRatePerSecond, 20000)
+	for _, b := range []struct {
+		v *int
+		d int
+	}{{&r.Burst, 2000}, {&r.IdentityBurst, 8000}, {&r.GlobalBurst, 40000}, {&r.MaxMessageBytes, 16 << 20}} {
+		if *b.v <= 0 {
+			*b.v = b.d
+		}
+	}
+	pos(&r.MaxConnections, 1024)
+	pos(&r.MaxConnectionsPerIdentity, 8)
+	pos(&r.MaxSubscriptions, 4096)
+	pos(&r.MaxSubscriptionsPerConnection, 8)
+	pos(&r.MaxSubscriptionsPerIdentity, 16)
+	pos(&r.MaxCursorsPerConnection, 2048)
+	pos(&r.MaxCursorsPerIdentity, 4096)
+	if r.MaxStreamsPerConnection == 0 {
+		r.MaxStreamsPerConnection = 32
+	}
+	if r.SlowReaderTimeout <= 0 {
+		r.SlowReaderTimeout = 30 * time.Second
+	}
+	if r.MaxConnectionIdle <= 0 {
+		r.MaxConnectionIdle = 5 * time.Minute
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	return r
 }
 
 // Server serves a [ports.DeliveryService] over gRPC.
@@ -57,6 +169,14 @@ type Server struct {
 	svc  ports.DeliveryService
 	opts ServerOptions
 
+	global *rate.Limiter
+	reg    registry
+	meter  *meter
+	rawMu  sync.Mutex
+	raws   map[string]net.Conn
+	// undecodable notes the requests the codec could not decode.
+	undecodable sync.Map
+
 	// closing ends every subscription stream when the server shuts down.
 	closing context.Context
 	stop    context.CancelFunc
@@ -64,44 +184,33 @@ type Server struct {
 
 // NewServer returns a server for svc.
 func NewServer(svc ports.DeliveryService, opts *ServerOptions) *Server {
-	var o ServerOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.RatePerSecond == 0 {
-		o.RatePerSecond = 1000
-	}
-	if o.Burst <= 0 {
-		o.Burst = 2000
-	}
-	if o.MaxMessageBytes <= 0 {
-		o.MaxMessageBytes = 16 << 20
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	s := &Server{svc: svc, opts: o}
+	o := opts.withDefaults()
+	s := &Server{svc: svc, opts: o, meter: newMeter(), reg: registry{ids: map[string]*identity{}}, raws: map[string]net.Conn{},
+		global: newLimiter(o.GlobalRatePerSecond, o.GlobalBurst)}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s
 }
 
 // GRPCServer returns a gRPC server with the delivery service registered
-// and the per-connection state (authentication, rate limit) installed.
-// extra adds options such as transport credentials.
+// and the per-connection state (authentication, limits) installed. Serve
+// it on [Server.Listener] so that MaxConnections applies. extra adds
+// options such as transport credentials.
 func (s *Server) GRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{
 		grpc.StatsHandler(connTagger{s}),
+		grpc.ForceServerCodecV2(lenientCodec{base: encoding.GetCodecV2("proto"), failed: &s.undecodable}),
 		grpc.UnaryInterceptor(s.unary),
 		grpc.StreamInterceptor(s.stream),
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(256),
+		grpc.MaxConcurrentStreams(s.opts.MaxStreamsPerConnection),
 		// Clients ping idle connections (a subscription may be silent for
 		// hours); allow that, and drop peers that stop answering.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second,
+			MaxConnectionIdle: s.opts.MaxConnectionIdle}),
 	}, extra...)
 	gs := grpc.NewServer(opts...)
-	deliverypb.RegisterDeliveryServer(gs, s)
+	gs.RegisterService(s.serviceDesc(), s)
 	return gs
 }
 
@@ -120,6 +229,14 @@ type conn struct {
 	mu        sync.Mutex
 	challenge []byte
 	caller    ports.Caller
+
+	// raw is the network connection (nil when the server is not served
+	// on [Server.Listener]); closing it sheds a slow reader.
+	raw net.Conn
+
+	// Guarded by the server's registry lock.
+	id            *identity
+	subs, cursors int
 }
 
 func (c *conn) getCaller() ports.Caller {
@@ -133,14 +250,22 @@ type connKey struct{}
 // connTagger attaches a fresh conn to each connection's context.
 type connTagger struct{ s *Server }
 
-func (t connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	lim := rate.NewLimiter(rate.Inf, 0)
-	if t.s.opts.RatePerSecond > 0 {
-		lim = rate.NewLimiter(rate.Limit(t.s.opts.RatePerSecond), t.s.opts.Burst)
+func (t connTagger) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
+	c := &conn{limiter: newLimiter(t.s.opts.RatePerSecond, t.s.opts.Burst)}
+	if info != nil && info.RemoteAddr != nil {
+		c.raw = t.s.raw(info.RemoteAddr.String())
 	}
-	return context.WithValue(ctx, connKey{}, &conn{limiter: lim})
+	return context.WithValue(ctx, connKey{}, c)
 }
-func (connTagger) HandleConn(context.Context, stats.ConnStats)                     {}
+
+func (t connTagger) HandleConn(ctx context.Context, st stats.ConnStats) {
+	if _, end := st.(*stats.ConnEnd); end {
+		if c, ok := ctx.Value(connKey{}).(*conn); ok {
+			t.s.unbind(c)
+		}
+	}
+}
+
 func (connTagger) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 func (connTagger) HandleRPC(context.Context, stats.RPCStats)                       {}
 
@@ -152,13 +277,14 @@ func connOf(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
+// admit charges a call's base cost of one token.
 func (s *Server) admit(ctx context.Context) error {
 	c, err := connOf(ctx)
 	if err != nil {
 		return err
 	}
-	if !c.limiter.Allow() {
-		return ToStatus(fmt.Errorf("%w: connection exceeded %.0f calls per second", ports.ErrRateLimited, s.opts.RatePerSecond))
+	if err := s.charge(c, 1); err != nil {
+		return s.status(ctx, err)
 	}
 	return nil
 }
@@ -192,7 +318,7 @@ func (s *Server) Challenge(ctx context.Context, _ *deliverypb.ChallengeRequest) 
 	}
 	ch := make([]byte, 32)
 	if _, err := rand.Read(ch); err != nil {
-		return nil, ToStatus(fmt.Errorf("%w: %v", ports.ErrUnavailable, err))
+		return nil, s.status(ctx, fmt.Errorf("%w: %v", ports.ErrUnavailable, err))
 	}
 	c.mu.Lock()
 	c.challenge = ch
@@ -216,7 +342,10 @@ func (s *Server) Authenticate(ctx context.Context, req *deliverypb.AuthenticateR
 	}
 	caller, err := s.svc.Authenticate(ctx, ch, req.GetInstallationKey(), req.GetSignature())
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, s.status(ctx, err)
+	}
+	if err := s.bindIdentity(c, caller.InstallationKey); err != nil {
+		return nil, s.status(ctx, err)
 	}
 	c.mu.Lock()
 	c.caller = caller
@@ -232,29 +361,48 @@ func callerOf(ctx context.Context) ports.Caller {
 	return c.getCaller()
 }
 
-// Publish implements deliverypb.DeliveryServer.
+// Publish implements deliverypb.DeliveryServer. Beyond the call, it costs
+// a token per envelope and per started 64 KiB, taken before the service
+// sees the batch.
 func (s *Server) Publish(ctx context.Context, req *deliverypb.PublishRequest) (*deliverypb.PublishResponse, error) {
-	ids, err := s.svc.Publish(ctx, callerOf(ctx), req.GetEnvelopes())
+	c, err := connOf(ctx)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, err
+	}
+	caller := c.getCaller()
+	if caller.Authenticated() { // an anonymous publish is refused for free
+		if err := s.charge(c, cost(len(req.GetEnvelopes()), proto.Size(req))); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	ids, err := s.svc.Publish(ctx, caller, req.GetEnvelopes())
+	if err != nil {
+		return nil, s.status(ctx, err)
 	}
 	return &deliverypb.PublishResponse{SequenceIds: ids}, nil
 }
 
-// Query implements deliverypb.DeliveryServer.
+// Query implements deliverypb.DeliveryServer. What it returned is charged
+// after the read, so the connection's next calls wait for the refill.
 func (s *Server) Query(ctx context.Context, req *deliverypb.QueryRequest) (*deliverypb.QueryResponse, error) {
-	envs, err := s.svc.Query(ctx, callerOf(ctx), req.GetTopic(), req.GetAfter(), int(req.GetLimit()))
+	c, err := connOf(ctx)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, err
 	}
-	return &deliverypb.QueryResponse{Envelopes: envs}, nil
+	envs, err := s.svc.Query(ctx, c.getCaller(), req.GetTopic(), req.GetAfter(), int(min(req.GetLimit(), 1<<30)))
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	resp := &deliverypb.QueryResponse{Envelopes: envs}
+	s.debit(c, cost(len(envs), proto.Size(resp)))
+	return resp, nil
 }
 
 // QueryNewest implements deliverypb.DeliveryServer.
 func (s *Server) QueryNewest(ctx context.Context, req *deliverypb.QueryNewestRequest) (*deliverypb.QueryNewestResponse, error) {
 	e, err := s.svc.QueryNewest(ctx, callerOf(ctx), req.GetTopic())
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, s.status(ctx, err)
 	}
 	return &deliverypb.QueryNewestResponse{Envelope: e}, nil
 }
@@ -263,45 +411,7 @@ func (s *Server) QueryNewest(ctx context.Context, req *deliverypb.QueryNewestReq
 func (s *Server) HighestSequenceId(ctx context.Context, req *deliverypb.HighestSequenceIdRequest) (*deliverypb.HighestSequenceIdResponse, error) {
 	n, err := s.svc.HighestSequenceID(ctx, callerOf(ctx), req.GetTopic())
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, s.status(ctx, err)
 	}
 	return &deliverypb.HighestSequenceIdResponse{SequenceId: n}, nil
-}
-
-// Subscribe implements deliverypb.DeliveryServer: it sends the response
-// headers once the service accepted the subscription, then one message per
-// envelope, until the client goes away or the server shuts down.
-func (s *Server) Subscribe(req *deliverypb.SubscribeRequest, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	stopAfter := context.AfterFunc(s.closing, cancel)
-	defer stopAfter()
-	cursors := make([]ports.TopicCursor, len(req.GetCursors()))
-	for i, c := range req.GetCursors() {
-		cursors[i] = ports.TopicCursor{Topic: c.GetTopic(), After: c.GetAfter()}
-	}
-	sub, err := s.svc.Subscribe(ctx, callerOf(ctx), cursors)
-	if err != nil {
-		return ToStatus(err)
-	}
-	defer sub.Close()
-	if err := stream.SendHeader(metadata.Pairs(subscribedHeader, "1")); err != nil {
-		return err
-	}
-	for {
-		e, err := sub.Next(ctx)
-		if err != nil {
-			if s.closing.Err() != nil {
-				return ToStatus(fmt.Errorf("%w: server shutting down", ports.ErrUnavailable))
-			}
-			if stream.Context().Err() != nil {
-				return nil
-			}
-			s.opts.Logger.Warn("subscription ended", "err", err)
-			return ToStatus(err)
-		}
-		if err := stream.Send(&deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}); err != nil {
-			return err
-		}
-	}
 }

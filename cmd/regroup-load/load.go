@@ -36,7 +36,10 @@ type daemon struct {
 }
 
 func startDaemon(bin, listen, database, schema string) (*daemon, error) {
-	args := []string{"-listen", listen, "-health-listen", "", "-database", database, "-rate", "-1", "-log-level", "info"}
+	// The run measures the server, not its rate limits: every token
+	// bucket (connection, installation, server) is off.
+	args := []string{"-listen", listen, "-health-listen", "", "-database", database,
+		"-rate", "-1", "-identity-rate", "-1", "-global-rate", "-1", "-log-level", "info"}
 	if schema != "" {
 		args = append(args, "-postgres-schema", schema)
 	}

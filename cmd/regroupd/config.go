@@ -13,7 +13,8 @@ import (
 
 // config is everything regroupd is started with. Each flag's default comes
 // from the environment variable named in its usage, then from the built-in
-// default.
+// default. docs/operations.md lists every limit with its default and
+// metric.
 type config struct {
 	Listen         string
 	HealthListen   string
@@ -24,8 +25,6 @@ type config struct {
 
 	MaxEnvelopeBytes int
 	MaxBatch         int
-	RatePerSecond    float64
-	Burst            int
 	Retention        map[ports.TopicKind]time.Duration
 	SweepInterval    time.Duration
 	ShutdownTimeout  time.Duration
@@ -34,6 +33,19 @@ type config struct {
 	// CheckKeyPackages applies RFC 9420 §10.1 and JOIN-090 to published
 	// key packages; off, only structural checks apply.
 	CheckKeyPackages bool
+
+	// Reads.
+	MaxPageBytes    int
+	ReadBudgetBytes int64
+	// Rates, in tokens per second (negative: no limit), and bursts.
+	RatePerSecond, IdentityRate, GlobalRate float64
+	Burst, IdentityBurst, GlobalBurst       int
+	// Counts (negative: no limit).
+	MaxConnections, MaxConnectionsPerIdentity                                    int
+	MaxStreamsPerConnection                                                      int
+	MaxSubscriptions, MaxSubscriptionsPerConnection, MaxSubscriptionsPerIdentity int
+	MaxCursorsPerSubscription, MaxCursorsPerConnection, MaxCursorsPerIdentity    int
+	SlowReaderTimeout, MaxConnectionIdle                                         time.Duration
 
 	LogFormat string
 	LogLevel  string
@@ -51,88 +63,145 @@ func envOr(name, def string) string {
 	return def
 }
 
+// boolValue is a real boolean flag (-postgres-notify alone means true)
+// whose default may come from the environment.
+type boolValue struct{ p *bool }
+
+func (b boolValue) String() string {
+	if b.p == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*b.p)
+}
+func (b boolValue) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a boolean", s)
+	}
+	*b.p = v
+	return nil
+}
+func (boolValue) IsBoolFlag() bool { return true }
+
 func parseConfig(args []string) (config, error) {
 	fs := flag.NewFlagSet("regroupd", flag.ContinueOnError)
 	var c config
+	var err error
 	str := func(p *string, name, env, def, usage string) {
 		fs.StringVar(p, name, envOr(env, def), usage+" (env "+env+")")
 	}
-	var retention [4]string
-	var maxEnv, maxBatch, burst, rate, sweep, shutdown, poll, notify, checkKP string
+	// Typed flags take their default from the environment; a malformed
+	// environment value is reported like a malformed flag.
+	envErr := func(name, env, v, what string) {
+		if err == nil {
+			err = fmt.Errorf("-%s: %s=%q is not %s", name, env, v, what)
+		}
+	}
+	boolean := func(p *bool, name, env string, def bool, usage string) {
+		*p = def
+		if v, ok := os.LookupEnv(env); ok {
+			b, e := strconv.ParseBool(v)
+			if e != nil {
+				envErr(name, env, v, "a boolean")
+			}
+			*p = b
+		}
+		fs.Var(boolValue{p}, name, usage+" (env "+env+")")
+	}
+	integer := func(p *int, name, env string, def int, usage string) {
+		*p = def
+		if v, ok := os.LookupEnv(env); ok {
+			n, e := strconv.Atoi(v)
+			if e != nil {
+				envErr(name, env, v, "an integer")
+			}
+			*p = n
+		}
+		fs.IntVar(p, name, *p, usage+" (env "+env+")")
+	}
+	number := func(p *float64, name, env string, def float64, usage string) {
+		*p = def
+		if v, ok := os.LookupEnv(env); ok {
+			n, e := strconv.ParseFloat(v, 64)
+			if e != nil {
+				envErr(name, env, v, "a number")
+			}
+			*p = n
+		}
+		fs.Float64Var(p, name, *p, usage+" (env "+env+")")
+	}
+	duration := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		*p = def
+		if v, ok := os.LookupEnv(env); ok {
+			d, e := time.ParseDuration(v)
+			if e != nil {
+				envErr(name, env, v, "a duration")
+			}
+			*p = d
+		}
+		fs.DurationVar(p, name, *p, usage+" (env "+env+")")
+	}
+	var retention [4]time.Duration
+	var budgetMiB int
 	str(&c.Listen, "listen", "REGROUPD_LISTEN", "127.0.0.1:5050", "gRPC listen address")
-	str(&c.HealthListen, "health-listen", "REGROUPD_HEALTH_LISTEN", "127.0.0.1:5051", "HTTP health endpoint address, empty to disable")
+	str(&c.HealthListen, "health-listen", "REGROUPD_HEALTH_LISTEN", "127.0.0.1:5051", "HTTP health and metrics address (/healthz, /metrics), empty to disable")
 	str(&c.Database, "database", "REGROUPD_DATABASE", "regroupd.db", "SQLite file path, or a PostgreSQL DSN (postgres://… or key=value with host=)")
 	str(&c.PostgresSchema, "postgres-schema", "REGROUPD_POSTGRES_SCHEMA", "", "PostgreSQL schema for the tables, created if missing")
 	str(&c.TLSCert, "tls-cert", "REGROUPD_TLS_CERT", "", "TLS certificate file (PEM); with -tls-key enables TLS")
 	str(&c.TLSKey, "tls-key", "REGROUPD_TLS_KEY", "", "TLS private key file (PEM)")
-	str(&maxEnv, "max-envelope-bytes", "REGROUPD_MAX_ENVELOPE_BYTES", "1048576", "largest accepted envelope")
-	str(&maxBatch, "max-batch", "REGROUPD_MAX_BATCH", "256", "most envelopes in one publish")
-	str(&rate, "rate", "REGROUPD_RATE", "1000", "calls per second per connection, negative for no limit")
-	str(&burst, "burst", "REGROUPD_BURST", "2000", "burst of calls per connection")
-	str(&retention[0], "retention-group-messages", "REGROUPD_RETENTION_GROUP_MESSAGES", "0", "how long group messages are kept, 0 forever")
-	str(&retention[1], "retention-welcomes", "REGROUPD_RETENTION_WELCOMES", "0", "how long welcomes are kept, 0 forever")
-	str(&retention[2], "retention-identity-updates", "REGROUPD_RETENTION_IDENTITY_UPDATES", "0", "how long identity updates are kept, 0 forever")
-	str(&retention[3], "retention-key-packages", "REGROUPD_RETENTION_KEY_PACKAGES", "0", "how long key packages are kept, 0 forever")
-	str(&sweep, "retention-sweep-interval", "REGROUPD_RETENTION_SWEEP_INTERVAL", "1m", "how often expired envelopes are deleted")
-	str(&shutdown, "shutdown-timeout", "REGROUPD_SHUTDOWN_TIMEOUT", "10s", "how long a graceful shutdown waits for calls in flight")
-	str(&poll, "poll-interval", "REGROUPD_POLL_INTERVAL", "0", "how often subscriptions re-read their topics unprompted, 0 never")
-	str(&notify, "postgres-notify", "REGROUPD_POSTGRES_NOTIFY", "false", "NOTIFY appends so several regroupd sharing one PostgreSQL database wake each other's subscribers")
-	str(&checkKP, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", "true", "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
+	integer(&c.MaxEnvelopeBytes, "max-envelope-bytes", "REGROUPD_MAX_ENVELOPE_BYTES", 1<<20, "largest accepted envelope")
+	integer(&c.MaxBatch, "max-batch", "REGROUPD_MAX_BATCH", 256, "most envelopes in one publish")
+	duration(&retention[0], "retention-group-messages", "REGROUPD_RETENTION_GROUP_MESSAGES", 0, "how long group messages are kept, 0 forever")
+	duration(&retention[1], "retention-welcomes", "REGROUPD_RETENTION_WELCOMES", 0, "how long welcomes are kept, 0 forever")
+	duration(&retention[2], "retention-identity-updates", "REGROUPD_RETENTION_IDENTITY_UPDATES", 0, "how long identity updates are kept, 0 forever")
+	duration(&retention[3], "retention-key-packages", "REGROUPD_RETENTION_KEY_PACKAGES", 0, "how long key packages are kept, 0 forever")
+	duration(&c.SweepInterval, "retention-sweep-interval", "REGROUPD_RETENTION_SWEEP_INTERVAL", time.Minute, "how often expired envelopes are deleted")
+	duration(&c.ShutdownTimeout, "shutdown-timeout", "REGROUPD_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
+	duration(&c.PollInterval, "poll-interval", "REGROUPD_POLL_INTERVAL", 0, "how often subscriptions re-read their topics unprompted, 0 never")
+	boolean(&c.PostgresNotify, "postgres-notify", "REGROUPD_POSTGRES_NOTIFY", false, "NOTIFY appends so several regroupd sharing one PostgreSQL database wake each other's subscribers")
+	boolean(&c.CheckKeyPackages, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", true, "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
+	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
+	integer(&budgetMiB, "read-budget-mib", "REGROUPD_READ_BUDGET_MIB", 256, "MiB of stored envelopes all reads together may hold in memory")
+	number(&c.RatePerSecond, "rate", "REGROUPD_RATE", 1000, "tokens per second per connection (a call costs 1, plus 1 per envelope and per 64 KiB moved), negative for no limit")
+	integer(&c.Burst, "burst", "REGROUPD_BURST", 2000, "token bucket size per connection")
+	number(&c.IdentityRate, "identity-rate", "REGROUPD_IDENTITY_RATE", 4000, "tokens per second per installation key over all its connections, negative for no limit")
+	integer(&c.IdentityBurst, "identity-burst", "REGROUPD_IDENTITY_BURST", 8000, "token bucket size per installation key")
+	number(&c.GlobalRate, "global-rate", "REGROUPD_GLOBAL_RATE", 20000, "tokens per second for the whole server, negative for no limit")
+	integer(&c.GlobalBurst, "global-burst", "REGROUPD_GLOBAL_BURST", 40000, "token bucket size for the whole server")
+	integer(&c.MaxConnections, "max-connections", "REGROUPD_MAX_CONNECTIONS", 1024, "open connections, negative for no limit")
+	integer(&c.MaxConnectionsPerIdentity, "max-connections-per-identity", "REGROUPD_MAX_CONNECTIONS_PER_IDENTITY", 8, "connections authenticated as one installation key, negative for no limit")
+	integer(&c.MaxStreamsPerConnection, "max-streams-per-connection", "REGROUPD_MAX_STREAMS_PER_CONNECTION", 32, "calls in flight on one connection")
+	integer(&c.MaxSubscriptions, "max-subscriptions", "REGROUPD_MAX_SUBSCRIPTIONS", 4096, "open subscriptions, negative for no limit")
+	integer(&c.MaxSubscriptionsPerConnection, "max-subscriptions-per-connection", "REGROUPD_MAX_SUBSCRIPTIONS_PER_CONNECTION", 8, "open subscriptions of one connection, negative for no limit")
+	integer(&c.MaxSubscriptionsPerIdentity, "max-subscriptions-per-identity", "REGROUPD_MAX_SUBSCRIPTIONS_PER_IDENTITY", 16, "open subscriptions of one installation key, negative for no limit")
+	integer(&c.MaxCursorsPerSubscription, "max-cursors", "REGROUPD_MAX_CURSORS", 1024, "topics one subscription follows")
+	integer(&c.MaxCursorsPerConnection, "max-cursors-per-connection", "REGROUPD_MAX_CURSORS_PER_CONNECTION", 2048, "topics one connection's subscriptions follow together, negative for no limit")
+	integer(&c.MaxCursorsPerIdentity, "max-cursors-per-identity", "REGROUPD_MAX_CURSORS_PER_IDENTITY", 4096, "topics one installation key's subscriptions follow together, negative for no limit")
+	duration(&c.SlowReaderTimeout, "slow-reader-timeout", "REGROUPD_SLOW_READER_TIMEOUT", 30*time.Second, "close the connection of a subscriber that takes no envelope for this long")
+	duration(&c.MaxConnectionIdle, "max-connection-idle", "REGROUPD_MAX_CONNECTION_IDLE", 5*time.Minute, "close a connection with no call in flight for this long")
 	str(&c.LogFormat, "log-format", "REGROUPD_LOG_FORMAT", "json", "json or text")
 	str(&c.LogLevel, "log-level", "REGROUPD_LOG_LEVEL", "info", "debug, info, warn or error")
+	if err != nil {
+		return c, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	var err error
-	geti := func(name, v string) int {
-		n, e := strconv.Atoi(v)
-		if e != nil && err == nil {
-			err = fmt.Errorf("-%s: %q is not an integer", name, v)
-		}
-		return n
-	}
-	getd := func(name, v string) time.Duration {
-		d, e := time.ParseDuration(v)
-		if e != nil && err == nil {
-			err = fmt.Errorf("-%s: %q is not a duration", name, v)
-		}
-		return d
-	}
-	c.MaxEnvelopeBytes = geti("max-envelope-bytes", maxEnv)
-	c.MaxBatch = geti("max-batch", maxBatch)
-	c.Burst = geti("burst", burst)
-	if r, e := strconv.ParseFloat(rate, 64); e != nil {
-		return c, fmt.Errorf("-rate: %q is not a number", rate)
-	} else {
-		c.RatePerSecond = r
-	}
+	c.ReadBudgetBytes = int64(budgetMiB) << 20
 	c.Retention = map[ports.TopicKind]time.Duration{
-		ports.TopicGroupMessages:   getd("retention-group-messages", retention[0]),
-		ports.TopicWelcomes:        getd("retention-welcomes", retention[1]),
-		ports.TopicIdentityUpdates: getd("retention-identity-updates", retention[2]),
-		ports.TopicKeyPackages:     getd("retention-key-packages", retention[3]),
-	}
-	c.SweepInterval = getd("retention-sweep-interval", sweep)
-	c.ShutdownTimeout = getd("shutdown-timeout", shutdown)
-	c.PollInterval = getd("poll-interval", poll)
-	if b, e := strconv.ParseBool(checkKP); e != nil {
-		return c, fmt.Errorf("-check-key-packages: %q is not a boolean", checkKP)
-	} else {
-		c.CheckKeyPackages = b
-	}
-	if b, e := strconv.ParseBool(notify); e != nil {
-		return c, fmt.Errorf("-postgres-notify: %q is not a boolean", notify)
-	} else {
-		c.PostgresNotify = b
-	}
-	if err != nil {
-		return c, err
+		ports.TopicGroupMessages:   retention[0],
+		ports.TopicWelcomes:        retention[1],
+		ports.TopicIdentityUpdates: retention[2],
+		ports.TopicKeyPackages:     retention[3],
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("-tls-cert and -tls-key go together")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return c, fmt.Errorf("-log-format: %q is neither json nor text", c.LogFormat)
+	}
+	if c.MaxStreamsPerConnection <= 0 || c.MaxCursorsPerSubscription <= 0 || c.MaxPageBytes <= 0 || budgetMiB <= 0 {
+		return c, fmt.Errorf("-max-streams-per-connection, -max-cursors, -max-page-bytes and -read-budget-mib must be positive")
 	}
 	if fs.NArg() != 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -38,7 +38,7 @@ func (m *perTopicStore) Append(_ context.Context, envs []ports.NewStoredEnvelope
 	return ids, nil
 }
 
-func (m *perTopicStore) Range(_ context.Context, topic []byte, after uint64, limit int) ([]ports.StoredEnvelope, error) {
+func (m *perTopicStore) Range(_ context.Context, topic []byte, after uint64, limit, _ int) ([]ports.StoredEnvelope, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []ports.StoredEnvelope

@@ -69,10 +69,21 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		MaxBatch:            cfg.MaxBatch,
 		Retention:           cfg.Retention,
 		PollInterval:        cfg.PollInterval,
+		MaxPageBytes:        cfg.MaxPageBytes,
+		ReadBudgetBytes:     cfg.ReadBudgetBytes,
+		MaxCursors:          cfg.MaxCursorsPerSubscription,
 	})
 	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
-		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst, Logger: log,
-		MaxMessageBytes: max(16<<20, cfg.MaxEnvelopeBytes*2),
+		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst,
+		IdentityRatePerSecond: cfg.IdentityRate, IdentityBurst: cfg.IdentityBurst,
+		GlobalRatePerSecond: cfg.GlobalRate, GlobalBurst: cfg.GlobalBurst,
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerIdentity: cfg.MaxConnectionsPerIdentity,
+		MaxStreamsPerConnection: uint32(cfg.MaxStreamsPerConnection),
+		MaxSubscriptions:        cfg.MaxSubscriptions, MaxSubscriptionsPerConnection: cfg.MaxSubscriptionsPerConnection,
+		MaxSubscriptionsPerIdentity: cfg.MaxSubscriptionsPerIdentity,
+		MaxCursorsPerConnection:     cfg.MaxCursorsPerConnection, MaxCursorsPerIdentity: cfg.MaxCursorsPerIdentity,
+		SlowReaderTimeout: cfg.SlowReaderTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
+		Logger: log, MaxMessageBytes: max(16<<20, cfg.MaxEnvelopeBytes*2),
 	})
 	var extra []grpc.ServerOption
 	if cfg.TLSCert != "" {
@@ -93,7 +104,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		if err := s.gs.Serve(s.lis); err != nil {
+		if err := s.gs.Serve(s.rpc.Listener(s.lis)); err != nil {
 			log.Error("grpc serve", "err", err)
 		}
 	}()
@@ -134,7 +145,8 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	return s, nil
 }
 
-// startHealth serves GET /healthz: 200 "ok" when the database answers.
+// startHealth serves GET /healthz (200 "ok" when the database answers)
+// and GET /metrics (Prometheus text format, see metrics.go).
 func (s *server) startHealth(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -146,11 +158,15 @@ func (s *server) startHealth(addr string) error {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if _, err := s.store.Highest(ctx, probe); err != nil {
-			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+			// The driver's text names the database's user, host and
+			// port: it goes to the log only (COMP-147).
+			s.log.Warn("health check: database unavailable", "err", err)
+			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /metrics", s.metricsHandler())
 	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.healthLn = ln
 	s.wg.Add(1)

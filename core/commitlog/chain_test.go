@@ -3,15 +3,27 @@ package commitlog_test
 import (
 	"testing"
 
-	"github.com/regroup-mls/regroup/adapters/memtransport"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
+// publishRaw stores envs as a hostile delivery service would: straight
+// into its store, replays included (regroupd stores a commit-log entry
+// once per topic, COMP-144).
 func publishRaw(t *testing.T, w *world, envs ...*backendpb.ClientEnvelope) {
 	t.Helper()
-	if _, err := memtransport.New(w.svc, nil).Publish(w.ctx, envs); err != nil {
+	rows := make([]ports.NewStoredEnvelope, len(envs))
+	for i, e := range envs {
+		raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows[i] = ports.NewStoredEnvelope{Topic: e.GetTargetTopic(), Envelope: raw, ServerTimestampNS: w.clock.Now().UnixNano()}
+	}
+	if _, err := w.es.Append(w.ctx, rows); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -32,9 +32,12 @@ import (
 // the clients that hold it. Each client has its own SQLite store; its MLS
 // state is a recorded ratchet tree (a ports.GroupView per epoch).
 type world struct {
-	t     *testing.T
-	ctx   context.Context
-	svc   *delivery.Service
+	t   *testing.T
+	ctx context.Context
+	svc *delivery.Service
+	// es is the delivery service's store; publishRaw appends to it
+	// directly, as a hostile service that stores replays would.
+	es    *deliverydb.Store
 	clock *clock.Fake
 	g     *groupModel
 	// states holds the group's state after each commit, by sequence id.
@@ -74,7 +77,7 @@ func newWorld(t *testing.T, ct ports.ConversationType) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, ctx: ctx, svc: delivery.New(es, &delivery.Options{Clock: fc}), clock: fc,
+	w := &world{t: t, ctx: ctx, svc: delivery.New(es, &delivery.Options{Clock: fc}), es: es, clock: fc,
 		g: &groupModel{root: root, keys: keys, ct: ct, epoch: 1, auth: randAuth()}}
 	return w
 }

@@ -18,6 +18,7 @@ type memStore struct {
 	topics map[string][]ports.StoredEnvelope
 	last   map[string]uint64
 	expiry map[string]map[uint64]int64
+	ranges int
 }
 
 func newMemStore() *memStore {
@@ -42,16 +43,28 @@ func (m *memStore) Append(_ context.Context, envs []ports.NewStoredEnvelope) ([]
 	return ids, nil
 }
 
-func (m *memStore) Range(_ context.Context, topic []byte, after uint64, limit int) ([]ports.StoredEnvelope, error) {
+func (m *memStore) Range(_ context.Context, topic []byte, after uint64, limit, maxBytes int) ([]ports.StoredEnvelope, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.ranges++
 	var out []ports.StoredEnvelope
+	size := 0
 	for _, e := range m.topics[string(topic)] {
 		if e.SequenceID > after && len(out) < limit {
+			if size += len(e.Envelope); size > maxBytes && len(out) > 0 {
+				break
+			}
 			out = append(out, e)
 		}
 	}
 	return out, nil
+}
+
+// rangeCalls returns how many times Range was called.
+func (m *memStore) rangeCalls() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ranges
 }
 
 func (m *memStore) Newest(_ context.Context, topic []byte) (ports.StoredEnvelope, error) {

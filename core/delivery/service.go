@@ -20,17 +20,30 @@
 // one of the same topic, and subscribers are woken only after a commit and
 // re-read from their cursor, so no reader misses an envelope.
 //
+// # Resources
+//
+// A subscription reads only the topics woken since its last read, one
+// page at a time when its reader asks for an envelope (COMP-140); pages
+// are capped in rows and in stored bytes by the store as it reads
+// (COMP-141), and every page a read holds counts against one read budget
+// (Options.ReadBudgetBytes). Every publish wakes its topics' subscribers,
+// whatever the store answered (COMP-142). A sealed commit-log entry is
+// stored once per topic (COMP-144).
+//
 // # Errors
 //
-// Refused envelopes and malformed queries wrap [ports.ErrInvalidArgument]
-// with the reason; requests that need an identity the caller lacks wrap
-// [ports.ErrUnauthenticated].
+// Refused envelopes and malformed queries (a cursor above 2^63-1 among
+// them, COMP-143) wrap [ports.ErrInvalidArgument] with the reason;
+// requests that need an identity the caller lacks wrap
+// [ports.ErrUnauthenticated]; a read that could not get read budget
+// before its ctx ended, and store failures, wrap [ports.ErrUnavailable].
 package delivery
 
 import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -56,10 +69,19 @@ type Options struct {
 	DefaultPageSize int
 	// MaxPageSize caps a Query's limit; default 1000.
 	MaxPageSize int
-	// MaxPageBytes caps the serialized envelopes of one Query page (a page
-	// holds at least one envelope); default 4 MiB, so that a page fits a
-	// transport message.
+	// MaxPageBytes caps the stored envelopes of one page, of a Query or of
+	// a subscription's read (a page holds at least one envelope); the
+	// store applies it in the database (COMP-141). Default 2 MiB: twice
+	// the default envelope limit, so that a page of small envelopes is
+	// known to have reached its topic's end without another read.
 	MaxPageBytes int
+	// ReadBudgetBytes bounds, across the whole service, the bytes of
+	// stored envelopes that reads hold in memory: a Query page until the
+	// call returns, a subscription's page until each envelope has been
+	// handed out and the caller came back for the next (COMP-140). A read
+	// waits (within its ctx) for budget to free up. Default 256 MiB; it is
+	// raised to one page when smaller.
+	ReadBudgetBytes int64
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
 	// PollInterval, when positive, makes each subscription re-read its
@@ -92,9 +114,20 @@ func (o *Options) withDefaults() Options {
 	def(&r.MaxBatch, 256)
 	def(&r.DefaultPageSize, 100)
 	def(&r.MaxPageSize, 1000)
-	def(&r.MaxPageBytes, 4<<20)
+	def(&r.MaxPageBytes, 2<<20)
 	def(&r.MaxCursors, 1024)
+	if r.ReadBudgetBytes <= 0 {
+		r.ReadBudgetBytes = 256 << 20
+	}
+	r.ReadBudgetBytes = max(r.ReadBudgetBytes, int64(r.pageGrant()))
 	return r
+}
+
+// pageGrant is the read budget one page read takes before it knows its
+// size: a page of MaxPageBytes, or one envelope of the largest size
+// admitted, whichever is larger.
+func (o *Options) pageGrant() int {
+	return max(o.MaxPageBytes, o.MaxEnvelopeBytes)
 }
 
 // errNoClock is the failure of a call that needs time on a service built
@@ -103,9 +136,10 @@ var errNoClock = fmt.Errorf("%w: delivery service has no clock (Options.Clock is
 
 // Service is the delivery service. It is safe for concurrent use.
 type Service struct {
-	store ports.EnvelopeStore
-	opts  Options
-	hub   *hub
+	store  ports.EnvelopeStore
+	opts   Options
+	hub    *hub
+	budget *readBudget
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -113,7 +147,8 @@ var _ ports.DeliveryService = (*Service)(nil)
 // New returns a service keeping its envelopes in store. The caller keeps
 // ownership of store and closes it after the service's last use.
 func New(store ports.EnvelopeStore, opts *Options) *Service {
-	return &Service{store: store, opts: opts.withDefaults(), hub: newHub()}
+	o := opts.withDefaults()
+	return &Service{store: store, opts: o, hub: newHub(), budget: newReadBudget(o.ReadBudgetBytes)}
 }
 
 // Publish admits every envelope and stores the batch atomically; it
@@ -153,14 +188,19 @@ func (s *Service) Publish(ctx context.Context, caller ports.Caller, envs []*back
 			Envelope:          raw,
 			ServerTimestampNS: now.UnixNano(),
 			ExpiresAtNS:       s.expiry(kind, now),
+			DedupKey:          dedupKey(kind, env),
 		}
 	}
 	ids, err := s.store.Append(ctx, rows)
-	if err != nil {
-		return nil, fmt.Errorf("publish: %w", err)
-	}
+	// COMP-142: wake the topics' subscribers whatever Append returned. It
+	// returns only after its transaction ended, and a failure (a caller
+	// that gave up, a lost connection) may still have committed: skipping
+	// the wake would leave subscribers behind until the next publish.
 	for _, r := range rows {
 		s.hub.notify(r.Topic)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
 	}
 	return ids, nil
 }
@@ -192,7 +232,9 @@ func checkRead(caller ports.Caller, topic []byte) (ports.TopicKind, error) {
 
 // Query returns up to limit envelopes of topic with sequence id > after,
 // ascending (API-201). limit <= 0 selects the default page size and a
-// larger one than the maximum is capped. Key-package topics are read with
+// larger one than the maximum is capped; the page also stops at
+// MaxPageBytes of stored envelopes (at least one envelope). A cursor
+// above 2^63-1 is refused (COMP-143). Key-package topics are read with
 // [Service.QueryNewest] only.
 func (s *Service) Query(ctx context.Context, caller ports.Caller, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
 	kind, err := checkRead(caller, topic)
@@ -202,34 +244,78 @@ func (s *Service) Query(ctx context.Context, caller ports.Caller, topic []byte, 
 	if kind == ports.TopicKeyPackages {
 		return nil, fmt.Errorf("query: %w: key-package topics are read with QueryNewest", ports.ErrInvalidArgument)
 	}
-	return s.rangeTopic(ctx, topic, after, limit)
-}
-
-func (s *Service) rangeTopic(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	if err := checkCursor(after); err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
 	if limit <= 0 {
 		limit = s.opts.DefaultPageSize
 	}
-	if limit > s.opts.MaxPageSize {
-		limit = s.opts.MaxPageSize
-	}
-	rows, err := s.store.Range(ctx, topic, after, limit)
+	page, _, got, err := s.readPage(ctx, topic, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	out := make([]*backendpb.OriginatorEnvelope, 0, len(rows))
-	size := 0
-	for _, r := range rows {
-		size += len(r.Envelope) + 32
-		if size > s.opts.MaxPageBytes && len(out) > 0 {
-			break // a shorter page: the reader continues from its last id
+	// The page is handed to the caller; its budget covered the read.
+	s.budget.release(got)
+	return page, nil
+}
+
+// checkCursor refuses a cursor no sequence id can exceed: ids are signed
+// 64-bit integers in the database, so a cursor above 2^63-1 is malformed
+// (COMP-143), not a request for nothing.
+func checkCursor(after uint64) error {
+	if after > math.MaxInt64 {
+		return invalid("cursor %d is above the highest possible sequence id 2^63-1", after)
+	}
+	return nil
+}
+
+// readPage reads up to limit envelopes of topic after the cursor, capped
+// at MaxPageSize rows and MaxPageBytes stored bytes, under the read
+// budget: it returns the page, each envelope's stored size, and the
+// budget it holds for them (their total), which the caller releases.
+func (s *Service) readPage(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, []int64, int64, error) {
+	limit = min(limit, s.opts.MaxPageSize)
+	grant := int64(s.opts.pageGrant())
+	if err := s.budget.acquire(ctx, grant); err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
+	}
+	rows, err := s.store.Range(ctx, topic, after, limit, s.opts.MaxPageBytes)
+	if err != nil {
+		s.budget.release(grant)
+		return nil, nil, 0, err
+	}
+	var got int64
+	sizes := make([]int64, len(rows))
+	for i, r := range rows {
+		sizes[i] = int64(len(r.Envelope))
+		got += sizes[i]
+	}
+	if got > grant {
+		// Envelopes stored under a larger size limit than today's.
+		if err := s.budget.acquire(ctx, got-grant); err != nil {
+			s.budget.release(grant)
+			return nil, nil, 0, fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
 		}
+	} else {
+		s.budget.release(grant - got)
+	}
+	out := make([]*backendpb.OriginatorEnvelope, 0, len(rows))
+	for _, r := range rows {
 		e, err := decodeStored(r)
 		if err != nil {
-			return nil, fmt.Errorf("query: %w", err)
+			s.budget.release(got)
+			return nil, nil, 0, err
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, sizes, got, nil
+}
+
+// mayContinue reports whether a page of n envelopes holding got bytes
+// may have stopped before the topic's end: it hit the row limit, or the
+// next envelope may not have fitted the byte cap.
+func (s *Service) mayContinue(n int, got int64) bool {
+	return n > 0 && (n >= s.opts.MaxPageSize || got+int64(s.opts.MaxEnvelopeBytes) > int64(s.opts.MaxPageBytes))
 }
 
 func decodeStored(r ports.StoredEnvelope) (*backendpb.OriginatorEnvelope, error) {

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -48,7 +47,7 @@ func (h *hub) notifyAll() {
 	defer h.mu.Unlock()
 	for _, m := range h.subs {
 		for s := range m {
-			s.wakeUp()
+			s.markAll()
 		}
 	}
 }
@@ -57,32 +56,52 @@ func (h *hub) notify(topic []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[string(topic)] {
-		s.wakeUp()
+		s.mark(string(topic))
 	}
 }
 
-// subscription reads its topics from their cursors whenever it is woken
-// (after a commit to one of them) or its poll interval passes, and hands
-// the envelopes to Next in order per topic. Reading from the database
-// after each wake, never from the notification itself, is what makes the
-// stream gap-free: every envelope at or below a committed id is visible.
+// subscription reads its topics from their cursors when Next needs an
+// envelope and a topic has been woken (a commit to it, its first read, a
+// poll), and hands the envelopes out in order per topic. It reads only
+// woken topics, one page at a time, and holds at most one page: the
+// envelopes of that page count against the service's read budget until
+// the caller comes back for the next one (COMP-140). Reading from the
+// database after each wake, never from the notification itself, is what
+// makes the stream gap-free: every envelope at or below a committed id is
+// visible, and a topic woken while it is being read is read again.
 type subscription struct {
 	svc     *Service
 	topics  []string
+	index   map[string]int
 	cursors []uint64
+
+	// ctx ends with the subscription (Close, or the Subscribe ctx).
+	ctx    context.Context
+	cancel context.CancelFunc
+	stop   func() bool
+
+	mu      sync.Mutex
+	pending []int  // woken topics not yet read, in wake order
+	queued  []bool // whether topic i is in pending
 	wake    chan struct{}
-	out     chan *backendpb.OriginatorEnvelope
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	errMu   sync.Mutex
-	err     error
-	closeMu sync.Once
+	endErr  error // why the subscription ended, once it has
+
+	// Owned by Next (nextMu): the page being handed out.
+	nextMu   sync.Mutex
+	buf      []*backendpb.OriginatorEnvelope
+	sizes    []int64
+	bufTopic int
+	held     int64 // read-budget bytes held for buf and the last envelope handed out
+	lastSize int64
+	failed   error
+	pollAt   time.Time
 }
 
 // Subscribe delivers, for each cursor, every envelope after it in sequence
 // id order and then every new one as it is stored. Cursors must name
-// distinct readable topics; key-package topics cannot be subscribed to.
+// distinct readable topics, each cursor at most 2^63-1 (COMP-143);
+// key-package topics cannot be subscribed to. Next is meant for one
+// goroutine at a time; concurrent calls are serialized.
 func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []ports.TopicCursor) (ports.Subscription, error) {
 	if len(cursors) == 0 {
 		return nil, fmt.Errorf("subscribe: %w: no cursors", ports.ErrInvalidArgument)
@@ -91,12 +110,12 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 		return nil, fmt.Errorf("subscribe: %w: %d cursors, limit %d", ports.ErrInvalidArgument, len(cursors), s.opts.MaxCursors)
 	}
 	sub := &subscription{
-		svc:  s,
-		wake: make(chan struct{}, 1),
-		out:  make(chan *backendpb.OriginatorEnvelope, 64),
-		done: make(chan struct{}),
+		svc:     s,
+		index:   make(map[string]int, len(cursors)),
+		wake:    make(chan struct{}, 1),
+		queued:  make([]bool, len(cursors)),
+		pending: make([]int, 0, len(cursors)),
 	}
-	seen := make(map[string]bool, len(cursors))
 	for i, c := range cursors {
 		kind, err := checkRead(caller, c.Topic)
 		if err != nil {
@@ -105,141 +124,201 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 		if kind == ports.TopicKeyPackages {
 			return nil, fmt.Errorf("subscribe: cursor %d: %w: key-package topics are read with QueryNewest", i, ports.ErrInvalidArgument)
 		}
-		if seen[string(c.Topic)] {
+		if err := checkCursor(c.After); err != nil {
+			return nil, fmt.Errorf("subscribe: cursor %d: %w", i, err)
+		}
+		if _, dup := sub.index[string(c.Topic)]; dup {
 			return nil, fmt.Errorf("subscribe: cursor %d: %w: topic named twice", i, ports.ErrInvalidArgument)
 		}
-		seen[string(c.Topic)] = true
+		sub.index[string(c.Topic)] = i
 		sub.topics = append(sub.topics, string(c.Topic))
 		sub.cursors = append(sub.cursors, c.After)
 	}
 	sub.ctx, sub.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	// Register before the first read so that no commit between the read
-	// and the registration goes unnoticed.
+	// and the registration goes unnoticed; every topic starts woken (its
+	// backlog).
 	s.hub.add(sub, sub.topics)
-	sub.wakeUp()
-	go sub.run(ctx)
+	sub.markAll()
+	sub.pollAt = sub.nextPoll()
+	sub.stop = context.AfterFunc(ctx, func() {
+		sub.end(fmt.Errorf("%w: subscription context ended: %w", ports.ErrClosed, ctx.Err()))
+	})
 	return sub, nil
 }
 
-func (sub *subscription) wakeUp() {
+// mark queues topic for reading and wakes a waiting Next.
+func (sub *subscription) mark(topic string) {
+	i, ok := sub.index[topic]
+	if !ok {
+		return
+	}
+	sub.mu.Lock()
+	if !sub.queued[i] {
+		sub.queued[i] = true
+		sub.pending = append(sub.pending, i)
+	}
+	sub.mu.Unlock()
 	select {
 	case sub.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (sub *subscription) run(parent context.Context) {
-	defer close(sub.done)
-	defer sub.svc.hub.remove(sub, sub.topics)
-	// The poll is operational, not a deadline of any rule, so it runs on
-	// a real timer and never shows up as a waiter on a fake clock.
-	var pollC <-chan time.Time
-	var poll *time.Timer
-	if d := sub.svc.opts.PollInterval; d > 0 {
-		poll = time.NewTimer(d)
-		defer poll.Stop()
-		pollC = poll.C
+func (sub *subscription) markAll() {
+	for _, t := range sub.topics {
+		sub.mark(t)
 	}
+}
+
+// popPending takes the first woken topic; it is no longer marked, so a
+// wake that arrives while it is read marks it again.
+func (sub *subscription) popPending() (int, bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.pending) == 0 {
+		return 0, false
+	}
+	i := sub.pending[0]
+	sub.pending = sub.pending[1:]
+	sub.queued[i] = false
+	return i, true
+}
+
+func (sub *subscription) nextPoll() time.Time {
+	if d := sub.svc.opts.PollInterval; d > 0 {
+		return time.Now().Add(d)
+	}
+	return time.Time{}
+}
+
+// Next returns the next envelope, reading a page of a woken topic when it
+// has none at hand. Once the subscription has ended, Next reports why:
+// an error wrapping [ports.ErrClosed] after Close or when the Subscribe
+// ctx ended, or the read failure that ended it.
+func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, error) {
+	sub.nextMu.Lock()
+	defer sub.nextMu.Unlock()
+	// The caller is done with the envelope handed out last.
+	sub.release(sub.lastSize)
+	sub.lastSize = 0
 	for {
-		select {
-		case <-sub.ctx.Done():
-			sub.fail(ports.ErrClosed)
-			return
-		case <-parent.Done():
-			sub.fail(fmt.Errorf("%w: subscription context ended: %w", ports.ErrClosed, parent.Err()))
-			return
-		case <-sub.wake:
-		case <-pollC:
+		if len(sub.buf) > 0 {
+			e, n := sub.buf[0], sub.sizes[0]
+			sub.buf[0] = nil
+			sub.buf, sub.sizes = sub.buf[1:], sub.sizes[1:]
+			sub.cursors[sub.bufTopic] = e.GetSequenceId()
+			sub.lastSize = n
+			return e, nil
 		}
-		if poll != nil {
-			poll.Reset(sub.svc.opts.PollInterval)
+		if err := sub.ended(); err != nil {
+			return nil, err
 		}
-		if err := sub.drain(parent); err != nil {
-			sub.fail(err)
-			return
+		if sub.failed != nil {
+			return nil, fmt.Errorf("subscription: %w", sub.failed)
+		}
+		i, ok := sub.popPending()
+		if !ok {
+			if err := sub.wait(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := sub.read(ctx, i); err != nil {
+			sub.mark(sub.topics[i]) // not read: read it next time
+			if sub.ended() != nil {
+				continue // report the end
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			sub.failed = err
+			return nil, fmt.Errorf("subscription: %w", err)
 		}
 	}
 }
 
-// drain reads every topic from its cursor until it is exhausted.
-func (sub *subscription) drain(parent context.Context) error {
-	for i, t := range sub.topics {
-		for {
-			page, err := sub.svc.rangeTopic(sub.ctx, []byte(t), sub.cursors[i], sub.svc.opts.MaxPageSize)
-			if err != nil {
-				if sub.ctx.Err() != nil || parent.Err() != nil {
-					return nil // the loop reports the close
-				}
-				return fmt.Errorf("subscription read: %w", err)
-			}
-			for _, e := range page {
-				select {
-				case sub.out <- e:
-					sub.cursors[i] = e.GetSequenceId()
-				case <-sub.ctx.Done():
-					return nil
-				case <-parent.Done():
-					return nil
-				}
-			}
-			if len(page) == 0 {
-				break
-			}
-		}
+// wait blocks until a topic is woken, the poll interval passes, or the
+// subscription or ctx ends.
+func (sub *subscription) wait(ctx context.Context) error {
+	// The poll is operational, not a deadline of any rule, so it runs on
+	// a real timer and never shows up as a waiter on a fake clock.
+	var pollC <-chan time.Time
+	if !sub.pollAt.IsZero() {
+		t := time.NewTimer(time.Until(sub.pollAt))
+		defer t.Stop()
+		pollC = t.C
+	}
+	select {
+	case <-sub.wake:
+	case <-pollC:
+		sub.pollAt = sub.nextPoll()
+		sub.markAll()
+	case <-sub.ctx.Done():
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	return nil
 }
 
-func (sub *subscription) fail(err error) {
-	sub.errMu.Lock()
-	if sub.err == nil {
-		sub.err = err
+// read loads one page of topic i into buf under the read budget, and
+// queues the topic again when the page may not have reached its end.
+func (sub *subscription) read(ctx context.Context, i int) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(sub.ctx, cancel)()
+	page, sizes, got, err := sub.svc.readPage(rctx, []byte(sub.topics[i]), sub.cursors[i], sub.svc.opts.MaxPageSize)
+	if err != nil {
+		return err
 	}
-	sub.errMu.Unlock()
+	sub.held += got
+	sub.buf, sub.sizes, sub.bufTopic = page, sizes, i
+	if sub.svc.mayContinue(len(page), got) {
+		sub.mark(sub.topics[i])
+	}
+	return nil
 }
 
-// Next returns the next envelope. Envelopes already read are delivered
-// before the end of the subscription is reported.
-func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, error) {
-	select {
-	case e := <-sub.out:
-		return e, nil
-	default:
+func (sub *subscription) release(n int64) {
+	if n > 0 {
+		sub.held -= n
+		sub.svc.budget.release(n)
 	}
-	select {
-	case e := <-sub.out:
-		return e, nil
-	case <-sub.done:
-		select {
-		case e := <-sub.out:
-			return e, nil
-		default:
-		}
-		sub.errMu.Lock()
-		defer sub.errMu.Unlock()
-		if errors.Is(sub.err, ports.ErrClosed) {
-			return nil, sub.err
-		}
-		return nil, fmt.Errorf("subscription: %w", sub.err)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+}
+
+// ended returns why the subscription ended, or nil while it runs.
+func (sub *subscription) ended() error {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.endErr
+}
+
+// end stops the subscription with err (the first reason wins), leaves
+// the hub and gives back its read budget once Next has returned.
+func (sub *subscription) end(err error) {
+	sub.mu.Lock()
+	first := sub.endErr == nil
+	if first {
+		sub.endErr = err
 	}
+	sub.mu.Unlock()
+	if !first {
+		return
+	}
+	sub.cancel()
+	sub.svc.hub.remove(sub, sub.topics)
+	sub.nextMu.Lock()
+	defer sub.nextMu.Unlock()
+	sub.release(sub.held)
+	sub.buf, sub.sizes, sub.lastSize = nil, nil, 0
 }
 
 // Close ends the subscription; Next then fails with an error wrapping
 // [ports.ErrClosed].
 func (sub *subscription) Close() error {
-	sub.closeMu.Do(func() {
-		sub.cancel()
-		<-sub.done
-		// Drop what was read but not taken: after Close, Next reports the end.
-		for {
-			select {
-			case <-sub.out:
-			default:
-				return
-			}
-		}
-	})
+	sub.stop()
+	sub.end(fmt.Errorf("subscription: %w", ports.ErrClosed))
 	return nil
 }
+
+var _ ports.Subscription = (*subscription)(nil)

@@ -120,6 +120,8 @@ func cases() []testCase {
 		{"COMP041_FORK030_ReaderFromCursorMissesNothing", testReaderFromCursor},
 		{"COMP081_CapabilityTopicsNeedNoIdentity", testAnonymous},
 		{"CtxDeadlineHonoured", testDeadline},
+		{"COMP143_CursorAboveInt64_InvalidArgument", testCursorAboveInt64},
+		{"COMP144_CommitLogEntryStoredOnce", testCommitLogStoredOnce},
 	}
 }
 

@@ -1,0 +1,108 @@
+package grpctransport
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/deliverypb"
+)
+
+// Subscribe implements deliverypb.DeliveryServer: it takes the
+// subscription's place under the connection's, identity's and server's
+// limits, sends the response headers once the service accepted it, then
+// one message per envelope, until the client goes away or the server
+// shuts down. Each delivered envelope costs tokens; when the buckets are
+// empty the stream waits. A reader that does not take the envelope being
+// sent for SlowReaderTimeout is shed: its connection is closed, which
+// frees everything queued for it, and the client resubscribes from its
+// cursor (COMP-145).
+func (s *Server) Subscribe(req *deliverypb.SubscribeRequest, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stopAfter := context.AfterFunc(s.closing, cancel)
+	defer stopAfter()
+	c, err := connOf(ctx)
+	if err != nil {
+		return err
+	}
+	cursors := make([]ports.TopicCursor, len(req.GetCursors()))
+	for i, cur := range req.GetCursors() {
+		cursors[i] = ports.TopicCursor{Topic: cur.GetTopic(), After: cur.GetAfter()}
+	}
+	if err := s.charge(c, len(cursors)); err != nil {
+		return s.status(ctx, err)
+	}
+	u, err := s.reserve(c, len(cursors))
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	defer s.free(u)
+	sub, err := s.svc.Subscribe(ctx, c.getCaller(), cursors)
+	if err != nil {
+		return s.status(ctx, err)
+	}
+	defer sub.Close()
+	if err := stream.SendHeader(metadata.Pairs(subscribedHeader, "1")); err != nil {
+		return err
+	}
+	var sending atomic.Int64 // when the Send in progress started (Unix ns), 0 when none
+	done := make(chan error, 1)
+	go func() { done <- s.pump(ctx, c, sub, stream, &sending) }()
+	tick := time.NewTicker(max(s.opts.SlowReaderTimeout/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			since := sending.Load()
+			if since == 0 || time.Since(time.Unix(0, since)) < s.opts.SlowReaderTimeout {
+				continue
+			}
+			s.meter.shed.Add(1)
+			s.opts.Logger.Info("slow reader shed", "waited", time.Since(time.Unix(0, since)).Round(time.Millisecond),
+				"installation", fmt.Sprintf("%x", c.getCaller().InstallationKey))
+			cancel()
+			if c.raw != nil {
+				c.raw.Close()
+			}
+			return s.status(ctx, fmt.Errorf("%w: slow reader: no envelope taken for %s; resubscribe from the last cursor",
+				ports.ErrUnavailable, s.opts.SlowReaderTimeout))
+		}
+	}
+}
+
+// pump moves envelopes from sub to the stream until one side ends.
+func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse], sending *atomic.Int64) error {
+	for {
+		e, err := sub.Next(ctx)
+		if err != nil {
+			if s.closing.Err() != nil {
+				return s.status(ctx, fmt.Errorf("%w: server shutting down", ports.ErrUnavailable))
+			}
+			if stream.Context().Err() != nil || ctx.Err() != nil {
+				return nil
+			}
+			s.opts.Logger.Warn("subscription ended", "err", err)
+			return s.status(ctx, err)
+		}
+		msg := &deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}
+		if err := s.wait(ctx, c, cost(1, proto.Size(msg))); err != nil {
+			return nil // ctx ended while waiting for tokens
+		}
+		sending.Store(time.Now().UnixNano())
+		err = stream.Send(msg)
+		sending.Store(0)
+		if err != nil {
+			return err
+		}
+	}
+}
