@@ -364,7 +364,9 @@ func (h *handles) commitRaw(id []byte, opts func(v ports.GroupView) ports.Commit
 // GMOD-021, COMP-180: a commit that breaks the group's permissions — a
 // plain member renaming the group — is recorded as COMMIT_RESULT_INVALID
 // by every member, the committer included, and nobody moves to its epoch.
-func TestCOMP180_PermissionViolationInvalidForEveryone(t *testing.T) { eachMode(t, testPermissionViolation) }
+func TestCOMP180_PermissionViolationInvalidForEveryone(t *testing.T) {
+	eachMode(t, testPermissionViolation)
+}
 
 func testPermissionViolation(t *testing.T, w *world) {
 	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)

@@ -2,9 +2,9 @@ package client
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/regroup-mls/regroup/ports"

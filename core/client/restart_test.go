@@ -43,39 +43,44 @@ func TestPROC008_RestartAnywhereResumes(t *testing.T) {
 	bob.sync()
 	bobInbox := bob.c.InboxID()
 	bob.close()
-	const messages = 200
-	for i := 0; i < messages; i++ {
-		if _, err := g.Send(w.ctx, []byte(fmt.Sprintf("m%03d", i))); err != nil {
-			t.Fatal(err)
-		}
-		if i%20 == 10 {
-			if err := g.UpdateKeys(w.ctx); err != nil {
+	// Each round alice sends more messages and the child, processing
+	// them, is killed after a growing delay, until a kill has landed while
+	// it was part way through.
+	sentTotal, held, midway := 0, 0, false
+	for round := 0; round < 15 && !(midway && round >= 2); round++ {
+		for i := 0; i < 60; i++ {
+			if _, err := g.Send(w.ctx, []byte(fmt.Sprintf("m%04d", sentTotal))); err != nil {
 				t.Fatal(err)
 			}
+			sentTotal++
+			if sentTotal%25 == 10 {
+				if err := g.UpdateKeys(w.ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
-	}
-	// Kill the child at growing delays until a kill has landed while it
-	// was part way through the topic.
-	held, midway := 0, false
-	for round := 0; round < 12 && !midway; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestPROC008_RestartAnywhereResumes$")
 		cmd.Env = append(os.Environ(), envChildStore+"="+bobPath, envChildServer+"="+w.rd.Addr)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150*(round+1)+rand.IntN(100)) * time.Millisecond)
+		time.Sleep(time.Duration(20+40*round+rand.IntN(40)) * time.Millisecond)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		n := storedMessages(t, bobPath, g.ID())
 		if n < held {
 			t.Fatalf("after kill %d bob holds %d messages, fewer than the %d before", round, n, held)
 		}
-		held, midway = n, n > 0 && n < messages
-		t.Logf("kill %d: bob holds %d of %d messages", round, n, messages)
+		if n > held && n < sentTotal {
+			midway = true
+		}
+		held = n
+		t.Logf("kill %d: bob holds %d of %d messages", round, n, sentTotal)
 	}
 	if !midway {
 		t.Fatal("no kill landed while the child was part way through the topic")
 	}
+	messages := sentTotal
 	// The last restart finishes the work.
 	c, cleanup, err := regroup.NewNetworked(w.ctx, regroup.NetworkedConfig{Server: w.rd.Addr, SQLitePath: bobPath})
 	if err != nil {
@@ -93,7 +98,7 @@ func TestPROC008_RestartAnywhereResumes(t *testing.T) {
 		t.Fatalf("bob holds %d messages, want %d", len(got), messages)
 	}
 	for i, m := range got {
-		if want := fmt.Sprintf("m%03d", i); m != want {
+		if want := fmt.Sprintf("m%04d", i); m != want {
 			t.Fatalf("message %d is %q, want %q", i, m, want)
 		}
 	}
