@@ -19,6 +19,26 @@ func (c *Client) processWelcomes(ctx context.Context) error {
 	return c.receiver.Process(ctx)
 }
 
+// retryWelcomes attempts every held Welcome again (JOIN-084, JOIN-085,
+// JOIN-092).
+func (c *Client) retryWelcomes(ctx context.Context) error {
+	return c.receiver.RetryHeld(ctx)
+}
+
+// catchUp processes a group's topic for a Welcome that waits for the
+// commit that removed this installation (JOIN-092). The receiver calls it
+// outside its own transactions.
+func (c *Client) catchUp(ctx context.Context, groupID []byte) error {
+	defer c.lock(groupID)()
+	return c.processGroup(ctx, groupID)
+}
+
+// onWelcome reports a Welcome held for a later attempt or rejected.
+func (c *Client) onWelcome(o join.Outcome) {
+	c.events.emit(WelcomeEvent{SequenceID: o.SequenceID, GroupID: o.GroupID, Held: o.Held, Rejected: o.Rejected,
+		Reason: o.Rule + ": " + o.Reason})
+}
+
 // onJoined reports a joined group and subscribes to its topics.
 func (c *Client) onJoined(j join.Joined) {
 	c.events.emit(JoinedEvent{GroupID: j.GroupID, ConversationType: j.ConversationType, AdderInbox: j.Adder.InboxID,
