@@ -109,6 +109,8 @@ type addSpec struct {
 	edit func(mem memberships, d metadata.Dictionary) metadata.Dictionary
 	// remove are leaves the same commit removes (a readd).
 	remove []uint32
+	// extra are key packages added beside the joiners' (no recipient).
+	extra [][]byte
 }
 
 // added is a merged adding commit.
@@ -161,6 +163,7 @@ func (g *grp) add(s addSpec, joiners ...*inst) added {
 		}
 		mem[j.inbox()] = e
 	}
+	opts.Add = append(opts.Add, s.extra...)
 	d := g.dict.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem))
 	if s.edit != nil {
 		d = s.edit(mem, d)

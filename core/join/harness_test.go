@@ -140,6 +140,12 @@ type instOptions struct {
 	NoKeyPackage bool
 	// OnOneshot is the receiver's one-shot hook.
 	OnOneshot func(context.Context, join.Oneshot) error
+	// Transport wraps the transport the receiver reads Welcomes with.
+	Transport func(in *inst, tr ports.Transport) ports.Transport
+	// Version is the receiver's protocol version; zero is 1.6.0.
+	Version metadata.Version
+	// NoCatchUp leaves the receiver without a CatchUp hook.
+	NoCatchUp bool
 }
 
 // inst is one installation: store, identity, engine, key packages and a
@@ -224,9 +230,21 @@ func (in *inst) setup() {
 	if in.opts.MLS != nil {
 		engine = in.opts.MLS(in.eng)
 	}
-	in.rcv, err = join.NewReceiver(join.ReceiverOptions{Store: in.store, MLS: engine, Transport: in.tr, Clock: w.clock,
-		Algorithms: in.reg, Installation: in.id, Identity: in.res, ProtocolVersion: protocolVersion, Log: in.log,
-		CatchUp: in.catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
+	var tr ports.Transport = in.tr
+	if in.opts.Transport != nil {
+		tr = in.opts.Transport(in, in.tr)
+	}
+	version := in.opts.Version
+	if version == (metadata.Version{}) {
+		version = protocolVersion
+	}
+	catchUp := in.catchUp
+	if in.opts.NoCatchUp {
+		catchUp = nil
+	}
+	in.rcv, err = join.NewReceiver(join.ReceiverOptions{Store: in.store, MLS: engine, Transport: tr, Clock: w.clock,
+		Algorithms: in.reg, Installation: in.id, Identity: in.res, ProtocolVersion: version, Log: in.log,
+		CatchUp: catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
 		OnJoined: func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
 		OnWelcome: func(o join.Outcome) { in.mu.Lock(); in.outcomes = append(in.outcomes, o); in.mu.Unlock() },
 	})
