@@ -146,6 +146,8 @@ type instOptions struct {
 	Version metadata.Version
 	// NoCatchUp leaves the receiver without a CatchUp hook.
 	NoCatchUp bool
+	// Identity wraps the resolver the receiver checks membership with.
+	Identity func(ports.Identity) ports.Identity
 }
 
 // inst is one installation: store, identity, engine, key packages and a
@@ -238,14 +240,18 @@ func (in *inst) setup() {
 	if version == (metadata.Version{}) {
 		version = protocolVersion
 	}
+	var ident ports.Identity = in.res
+	if in.opts.Identity != nil {
+		ident = in.opts.Identity(in.res)
+	}
 	catchUp := in.catchUp
 	if in.opts.NoCatchUp {
 		catchUp = nil
 	}
 	in.rcv, err = join.NewReceiver(join.ReceiverOptions{Store: in.store, MLS: engine, Transport: tr, Clock: w.clock,
-		Algorithms: in.reg, Installation: in.id, Identity: in.res, ProtocolVersion: version, Log: in.log,
+		Algorithms: in.reg, Installation: in.id, Identity: ident, ProtocolVersion: version, Log: in.log,
 		CatchUp: catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
-		OnJoined: func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
+		OnJoined:  func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
 		OnWelcome: func(o join.Outcome) { in.mu.Lock(); in.outcomes = append(in.outcomes, o); in.mu.Unlock() },
 	})
 	if err != nil {

@@ -27,7 +27,9 @@ func welcomeEnv(topicID []byte, m *apipb.WelcomeMessage) *backendpb.ClientEnvelo
 		Payload: &backendpb.ClientEnvelope_WelcomeMessage{WelcomeMessage: m}}
 }
 
-func meta(cursor uint64) []byte { return mustMarshal(&contentspb.WelcomeMetadata{MessageCursor: cursor}) }
+func meta(cursor uint64) []byte {
+	return mustMarshal(&contentspb.WelcomeMetadata{MessageCursor: cursor})
+}
 
 // inline seals payloads (the Welcome, then the metadata, if any) under
 // alg to pub, and labels the message with label and pub.
