@@ -12,6 +12,7 @@ import (
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -111,6 +112,9 @@ type addSpec struct {
 	remove []uint32
 	// extra are key packages added beside the joiners' (no recipient).
 	extra [][]byte
+	// local merges the commit without publishing it: the group topic
+	// never shows it (a second MLS group under a known group id).
+	local bool
 }
 
 // added is a merged adding commit.
@@ -179,7 +183,14 @@ func (g *grp) add(s addSpec, joiners ...*inst) added {
 		co, err = a.eng.Commit(ctx, tx, g.id, opts)
 		return err
 	})
-	out.anchor = g.publishCommit(co.Commit)
+	if s.local {
+		a.tx(func(ctx context.Context, tx ports.Tx) error {
+			_, err := a.eng.MergePending(ctx, tx, g.id)
+			return err
+		})
+	} else {
+		out.anchor = g.publishCommit(co.Commit)
+	}
 	g.dict = d
 	out.welcome, out.epoch, out.treeHash = co.Welcome, co.Staged.Epoch, co.Staged.TreeHash
 	return out
@@ -237,4 +248,33 @@ func (g *grp) join(j *inst, s addSpec) (added, uint64) {
 	ad := g.add(s, j)
 	seqs := g.send(ad)
 	return ad, seqs[len(seqs)-1]
+}
+
+// commitLocal builds and merges a commit without publishing it.
+func (g *grp) commitLocal(opts ports.CommitOptions) {
+	g.a.tx(func(ctx context.Context, tx ports.Tx) error {
+		if _, err := g.a.eng.Commit(ctx, tx, g.id, opts); err != nil {
+			return err
+		}
+		_, err := g.a.eng.MergePending(ctx, tx, g.id)
+		return err
+	})
+}
+
+// sendAt wraps the Welcome with the sender at cursor and publishes it;
+// it returns the last envelope's sequence id.
+func (g *grp) sendAt(ad added, cursor uint64) uint64 {
+	ad.anchor = cursor
+	seqs := g.send(ad)
+	return seqs[len(seqs)-1]
+}
+
+// fill publishes n envelopes on fresh welcome topics, moving the shared
+// sequence id counter (COMP-041) past values a test names.
+func (in *inst) fill(n int) {
+	for i := 0; i < n; i++ {
+		id := make([]byte, 32)
+		rand.Read(id)
+		in.publish(welcomeEnv(id, &apipb.WelcomeMessage{Version: &apipb.WelcomeMessage_V1_{V1: &apipb.WelcomeMessage_V1{InstallationKey: id, Data: []byte{1}}}}))
+	}
 }

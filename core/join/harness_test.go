@@ -168,6 +168,7 @@ type inst struct {
 	rcv     *join.Receiver
 
 	mu       sync.Mutex
+	failures int // group-topic messages catchUp could not process
 	joined   []join.Joined
 	outcomes []join.Outcome
 	oneshots []join.Oneshot
@@ -389,6 +390,11 @@ func (in *inst) catchUp(ctx context.Context, gid []byte) error {
 			err := in.store.Tx(ctx, func(tx ports.Tx) error {
 				inactive = false
 				p, err := in.eng.Process(ctx, tx, gid, env.GetEnvelope().GetGroupMessage())
+				if err != nil {
+					in.mu.Lock()
+					in.failures++
+					in.mu.Unlock()
+				}
 				if err == nil && p.Kind == ports.ProcessedCommit {
 					v, err := in.eng.MergeStaged(ctx, tx, gid)
 					if err != nil {
