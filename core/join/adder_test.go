@@ -79,8 +79,10 @@ func (a *inst) newGroup(s groupSpec) *grp {
 	case ports.ConversationDM:
 		d = d.Set(metadata.ComponentDMMembers, metadata.EncodeDMMembers(a.inbox(), s.dmPeer))
 	case ports.ConversationOneshot:
-		b, _ := proto.Marshal(s.oneshot)
-		d = d.Set(metadata.ComponentOneshotMessage, b)
+		if s.oneshot != nil {
+			b, _ := proto.Marshal(s.oneshot)
+			d = d.Set(metadata.ComponentOneshotMessage, b)
+		}
 	}
 	if s.edit != nil {
 		d = s.edit(d)
@@ -277,4 +279,10 @@ func (in *inst) fill(n int) {
 		rand.Read(id)
 		in.publish(welcomeEnv(id, &apipb.WelcomeMessage{Version: &apipb.WelcomeMessage_V1_{V1: &apipb.WelcomeMessage_V1{InstallationKey: id, Data: []byte{1}}}}))
 	}
+}
+
+// publishMessage publishes an application message on the group topic.
+func (g *grp) publishMessage(ct []byte) uint64 {
+	return g.a.publish(&backendpb.ClientEnvelope{TargetTopic: append([]byte{0}, g.id...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: ct}})[0]
 }

@@ -132,8 +132,8 @@ func (r *Receiver) checkKind(c *candidate) error {
 		if hasDM {
 			return reject("JOIN-060", "a one-shot group carries DM_MEMBERS")
 		}
-		if _, err := d.OneshotMessage(); err != nil {
-			return reject("JOIN-060", "%v", err)
+		if m, err := d.OneshotMessage(); err != nil || m.GetMessageType() == nil {
+			return reject("JOIN-060", "a one-shot group without a message it can act on (%v)", err)
 		}
 	case ports.ConversationDM:
 		one, two, _ := d.DMMembers()

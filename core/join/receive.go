@@ -255,6 +255,13 @@ func (r *Receiver) ingest(ctx context.Context) error {
 					continue
 				}
 				last = seq
+				// A Welcome already decided is not held again (JOIN-045).
+				if done, err := tx.ProcessedEnvelopes().Has(ctx, r.Topic(), seq); err != nil || done {
+					if err != nil {
+						return err
+					}
+					continue
+				}
 				b, err := proto.Marshal(env)
 				if err != nil {
 					return err
