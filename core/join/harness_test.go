@@ -148,6 +148,8 @@ type instOptions struct {
 	NoCatchUp bool
 	// Identity wraps the resolver the receiver checks membership with.
 	Identity func(ports.Identity) ports.Identity
+	// MaxHeld and MaxRejected bound the receiver's queue and records.
+	MaxHeld, MaxRejected int
 }
 
 // inst is one installation: store, identity, engine, key packages and a
@@ -251,6 +253,7 @@ func (in *inst) setup() {
 	}
 	in.rcv, err = join.NewReceiver(join.ReceiverOptions{Store: in.store, MLS: engine, Transport: tr, Clock: w.clock,
 		Algorithms: in.reg, Installation: in.id, Identity: ident, ProtocolVersion: version, Log: in.log,
+		MaxHeld: in.opts.MaxHeld, MaxRejected: in.opts.MaxRejected,
 		CatchUp: catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
 		OnJoined:  func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
 		OnWelcome: func(o join.Outcome) { in.mu.Lock(); in.outcomes = append(in.outcomes, o); in.mu.Unlock() },

@@ -292,3 +292,35 @@ func TestJOIN018_HeldWelcomeKeepsKeyMaterial(t *testing.T) {
 func laterVersion(d metadata.Dictionary) metadata.Dictionary {
 	return d.Set(metadata.ComponentMinProtocol, []byte("1.7.0"))
 }
+
+// COMP-162, COMP-163: a flood of unreadable Welcomes holds no more than
+// MaxHeld; the oldest are rejected (PROC-020) and never held again, and
+// the rejection records keep the newest MaxRejected.
+func TestHeldQueueIsBounded(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	a := w.newInst("adder", instOptions{})
+	j := w.newInst("joiner", instOptions{MaxHeld: 3, MaxRejected: 2})
+	ad := a.newGroup(groupSpec{}).add(addSpec{}, j)
+	r := ad.recipients[0]
+	wr, _ := a.reg.Wrapper(ports.WrapperXWingMLKEM768Draft6)
+	var seqs []uint64
+	for i := 0; i < 6; i++ {
+		r.WrapperPublicKey, _, _ = wr.GenerateKey(w.ctx) // keys this installation never held
+		seqs = append(seqs, a.publish(a.inline(r, ports.WrapperXWingMLKEM768Draft6, ports.WrapperXWingMLKEM768Draft6, ad.welcome, meta(ad.anchor)))[0])
+	}
+	j.process()
+	held, _ := j.rcv.Held(w.ctx)
+	if len(held) != 3 || held[0].SequenceID != seqs[3] {
+		t.Fatalf("%d held from %d, want the newest 3", len(held), held[0].SequenceID)
+	}
+	rej, _ := j.rcv.Rejected(w.ctx)
+	if len(rej) != 2 || rej[0].SequenceID != seqs[1] || rej[1].SequenceID != seqs[2] || rej[1].Rule != "PROC-020" {
+		t.Fatalf("rejection records %+v, want the newest two of the three evicted", rej)
+	}
+	// Read again from the start: nothing decided is held again.
+	j.tx(func(ctx context.Context, tx ports.Tx) error { return tx.Blobs().Delete(ctx, "regroup/join", "cursor") })
+	j.process()
+	if again, _ := j.rcv.Held(w.ctx); len(again) != 3 {
+		t.Fatalf("%d held after a re-read", len(again))
+	}
+}

@@ -307,6 +307,9 @@ func (r *Receiver) bound(ctx context.Context, tx ports.Tx) ([]Outcome, error) {
 	var out []Outcome
 	for _, h := range hs[:n-r.o.MaxHeld] {
 		rej := &Rejection{Rule: "PROC-020", Err: fmt.Errorf("more than %d welcomes are held; the oldest is rejected", r.o.MaxHeld)}
+		if _, err := tx.ProcessedEnvelopes().Mark(ctx, r.Topic(), h.SequenceID); err != nil {
+			return nil, err
+		}
 		if err := r.recordRejection(ctx, tx, h, rej, h.GroupID); err != nil {
 			return nil, err
 		}

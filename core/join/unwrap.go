@@ -156,7 +156,10 @@ func (r *Receiver) openPointer(ctx context.Context, env *backendpb.OriginatorEnv
 	if ports.WrapperAlgorithmID(pv.GetWrapperAlgorithm()) != ports.WrapperSymmetricKey {
 		return opened{}, reject("JOIN-056", "the pointee's wrapper_algorithm is %v, not SYMMETRIC_KEY", ports.WrapperAlgorithmID(pv.GetWrapperAlgorithm()))
 	}
-	o := opened{kp: kp, seq: pe.GetSequenceId()}
+	// The pointee is published before its pointers; a sequence id above
+	// the pointer's is the delivery service's error, and the lower one
+	// bounds the anchor and the identity references (COMP-165).
+	o := opened{kp: kp, seq: min(pe.GetSequenceId(), env.GetSequenceId())}
 	if o.welcome, err = openPointee(ctx, aead, p.GetEncryptionKey(), p.GetDataNonce(), pv.GetData()); err != nil {
 		return opened{}, err
 	}
