@@ -182,4 +182,3 @@ func crashRound(t *testing.T, db string, at int) (done bool) {
 	t.Logf("step %d: %s; installed before the kill: %v", at, state, installed)
 	return string(state) == "done"
 }
-
