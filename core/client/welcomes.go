@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/ports"
 )
 
 // welcomeCursor returns this installation's welcome topic and the
@@ -44,4 +45,16 @@ func (c *Client) onJoined(j join.Joined) {
 	c.events.emit(JoinedEvent{GroupID: j.GroupID, ConversationType: j.ConversationType, AdderInbox: j.Adder.InboxID,
 		AdderInstallation: j.Adder.SignatureKey, Rejoined: j.Replaced})
 	c.wakeWorkers()
+}
+
+// HeldWelcomes lists the Welcomes held for a later attempt, in sequence id
+// order, with the reason and deadline of each.
+func (c *Client) HeldWelcomes(ctx context.Context) ([]ports.HeldWelcome, error) {
+	return c.receiver.Held(ctx)
+}
+
+// RejectedWelcomes lists the recorded terminal rejections of Welcomes
+// (JOIN-048), in sequence id order.
+func (c *Client) RejectedWelcomes(ctx context.Context) ([]join.RejectedWelcome, error) {
+	return c.receiver.Rejected(ctx)
 }

@@ -29,7 +29,7 @@ type candidate struct {
 	replace bool
 }
 
-// held is the group state a Welcome is compared against.
+// heldGroup is the group state a Welcome is compared against.
 type heldGroup struct {
 	g    *ports.Group     // nil when the client holds no such group
 	view *ports.GroupView // nil when the engine holds no state for it

@@ -126,7 +126,7 @@ func (r *Receiver) oneshot(ctx context.Context, c *candidate) error {
 
 // discardStaged deletes the Welcome's staged state, if the engine staged
 // it, so its secrets do not outlive the decision.
-func (r *Receiver) discardStaged(ctx context.Context, tx ports.Tx, h ports.HeldWelcome, gid []byte) error {
+func (r *Receiver) discardStaged(ctx context.Context, tx ports.Tx, gid []byte) error {
 	if gid == nil {
 		return nil
 	}
@@ -168,7 +168,7 @@ func (r *Receiver) keepHeld(ctx context.Context, h ports.HeldWelcome, gid []byte
 	reason := hd.Rule + ": " + hd.Err.Error()
 	changed := false
 	err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
-		if err := r.discardStaged(ctx, tx, h, gid); err != nil {
+		if err := r.discardStaged(ctx, tx, gid); err != nil {
 			return err
 		}
 		return tx.HeldWelcomes().Update(ctx, h.SequenceID, func(w *ports.HeldWelcome) error {
@@ -203,7 +203,7 @@ func (r *Receiver) rejectHeld(ctx context.Context, h ports.HeldWelcome, gid []by
 		gid = h.GroupID
 	}
 	err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
-		if err := r.discardStaged(ctx, tx, h, gid); err != nil {
+		if err := r.discardStaged(ctx, tx, gid); err != nil {
 			return err
 		}
 		if _, err := tx.ProcessedEnvelopes().Mark(ctx, r.Topic(), h.SequenceID); err != nil {
