@@ -315,12 +315,12 @@ func runCorpus(t *testing.T, db string, reg *algorithm.Registry) {
 		}},
 		{"JOIN-089 a conversation type changed for a held group", "rejected JOIN-089", func(c *corpus) uint64 {
 			j := c.joiner(instOptions{})
-			g := c.a.newGroup(groupSpec{})
+			g := c.a.newGroup(groupSpec{ct: ports.ConversationDM, dmPeer: j.inbox()})
 			_, first := g.join(j, addSpec{})
 			j.process()
 			j.want(first, "joined")
 			b := c.w.newInst("second adder", instOptions{})
-			_, seq := b.newGroup(groupSpec{root: g.root, ct: ports.ConversationDM, dmPeer: j.inbox()}).join(j, addSpec{})
+			_, seq := b.newGroup(groupSpec{root: g.root}).join(j, addSpec{})
 			return seq
 		}},
 		{"JOIN-089 a dm id changed for a held DM", "rejected JOIN-089", func(c *corpus) uint64 {
