@@ -54,6 +54,19 @@ func TestJOIN092_ReaddArrivalOrders(t *testing.T) {
 			w := newWorld(t, "sqlite")
 			a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{NoCatchUp: o.noCatchUp})
 			g := member(t, a, j)
+			// A forked conversation that asked to be readded (FORK-041, FORK-051).
+			j.tx(func(ctx context.Context, tx ports.Tx) error {
+				if err := tx.Groups().Update(ctx, g.id, func(gr *ports.Group) error {
+					gr.ForkState, gr.MaybeForked = ports.ForkForked, true
+					return nil
+				}); err != nil {
+					return err
+				}
+				if err := tx.ReaderAdmission().SetFloor(ctx, g.id, 7); err != nil {
+					return err
+				}
+				return tx.Readds().Upsert(ctx, g.id, j.key(), func(s *ports.ReaddStatus) error { s.Requested = true; return nil })
+			})
 			removal := g.commit(ports.CommitOptions{Remove: []uint32{g.leafOf(j)}})
 			ad, seq := g.join(j, addSpec{})
 			if o.before != nil {
@@ -79,6 +92,29 @@ func TestJOIN092_ReaddArrivalOrders(t *testing.T) {
 			if last := j.joined[len(j.joined)-1]; !last.Replaced {
 				t.Fatal("the rejoin is not reported as a replacement")
 			}
+			if gr.MaybeForked {
+				t.Fatal("FORK-041: the replaced state kept its maybe_forked diagnostic")
+			}
+			j.tx(func(ctx context.Context, tx ports.Tx) error {
+				floor, ok, err := tx.ReaderAdmission().Floor(ctx, g.id)
+				if err != nil || !ok || floor != 0 {
+					t.Fatalf("FORK-088: reader floor %d (%v, %v) after the rejoin", floor, ok, err)
+				}
+				bs, err := tx.ReaderAdmission().Boundaries(ctx, g.id)
+				if err != nil || len(bs) == 0 {
+					t.Fatalf("FORK-089: boundaries %v (%v)", bs, err)
+				}
+				for k, b := range bs {
+					if b != ad.anchor {
+						t.Fatalf("FORK-089: boundary of %x is %d, want the anchor %d", k[:4], b, ad.anchor)
+					}
+				}
+				rs, err := tx.Readds().Get(ctx, g.id, j.key())
+				if err != nil || rs.Requested {
+					t.Fatalf("FORK-051: readd request still marked (%+v, %v)", rs, err)
+				}
+				return nil
+			})
 			j.wantMessages(g.id)
 			j.catchUp(w.ctx, g.id)
 			av, _ := a.view(g.id)
