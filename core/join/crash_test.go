@@ -2,6 +2,7 @@ package join_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -104,8 +105,19 @@ func TestJOIN046_CrashAtEveryStepOfAnInstall(t *testing.T) {
 	}
 	for _, db := range dbs {
 		t.Run(db, func(t *testing.T) {
+			// One delivery service and adder; a fresh joiner each round.
+			w := newWorld(t, db)
+			rpc := grpctransport.NewServer(w.svc, nil)
+			gs := rpc.GRPCServer()
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go gs.Serve(lis)
+			defer func() { rpc.Shutdown(); gs.Stop() }()
+			a := w.newInst("adder", instOptions{})
 			for at := 1; ; at++ {
-				if done := crashRound(t, db, at); done {
+				if done := crashRound(t, w, a, lis.Addr().String(), at); done {
 					if at < 10 {
 						t.Fatalf("the join finished after %d steps: the pause never hit the install", at)
 					}
@@ -118,24 +130,15 @@ func TestJOIN046_CrashAtEveryStepOfAnInstall(t *testing.T) {
 
 // crashRound runs one child that stops at step at, kills it, and checks
 // the state; done reports a child that finished without stopping.
-func crashRound(t *testing.T, db string, at int) (done bool) {
-	w := newWorld(t, db)
-	rpc := grpctransport.NewServer(w.svc, nil)
-	gs := rpc.GRPCServer()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	defer func() { rpc.Shutdown(); gs.Stop() }()
-	a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{})
+func crashRound(t *testing.T, w *world, a *inst, addr string, at int) (done bool) {
+	j := w.newInst(fmt.Sprintf("joiner %d", at), instOptions{})
 	g := a.newGroup(groupSpec{})
 	ad, _ := g.join(j, addSpec{})
 	j.store.Close()
 
 	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestJOIN046_CrashAtEveryStepOfAnInstall$")
-	cmd.Env = append(os.Environ(), envCrashAddr+"="+lis.Addr().String(), envCrashDB+"="+db, envCrashLocator+"="+j.locator,
+	cmd.Env = append(os.Environ(), envCrashAddr+"="+addr, envCrashDB+"="+w.db, envCrashLocator+"="+j.locator,
 		envCrashAt+"="+strconv.Itoa(at), envCrashReady+"="+ready)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
