@@ -87,16 +87,18 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: commit log: %v", ErrConfig, err)
 	}
-	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
-		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Log: c.log, OnJoined: c.onJoined})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
-	}
 	c.keys, err = keypackage.NewManager(keypackage.ManagerOptions{Store: deps.Store, Transport: deps.Transport, Engine: deps.MLS,
 		Wrappers: deps.Algorithms, Clock: deps.Clock, Identity: deps.Identity, Installation: deps.Installation,
 		WrapperAlgorithm: c.opts.WrapperAlgorithm, Lifetime: c.opts.KeyPackageLifetime})
 	if err != nil {
 		return nil, fmt.Errorf("%w: key packages: %v", ErrConfig, err)
+	}
+	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
+		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Identity: deps.Identity,
+		ProtocolVersion: ProtocolVersion, Log: c.log, CatchUp: c.catchUp, OnJoined: c.onJoined, OnWelcome: c.onWelcome,
+		WelcomeAccepted: c.keys.WelcomeAccepted})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	c.background = append(c.background, func(ctx context.Context) {
 		_ = c.keys.Run(ctx, func(err error) { c.logErr("key packages", err) })

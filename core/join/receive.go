@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -14,7 +15,6 @@ import (
 	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
-	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -33,33 +33,115 @@ type Joined struct {
 	WelcomeSequenceID uint64
 }
 
-// ReceiverOptions configure a [Receiver]. Every field but OnJoined is
-// required.
+// Oneshot is a validated Welcome to a one-shot group (conversation type
+// 4): the group is never installed or listed (FORK-052); its message is
+// handed to [ReceiverOptions.OnOneshot].
+type Oneshot struct {
+	GroupID []byte
+	// Adder is the leaf at GroupInfo.signer (JOIN-025).
+	Adder   ports.Member
+	Message *contentspb.OneshotMessage
+	// WelcomeSequenceID is the Welcome's sequence id on the welcome topic.
+	WelcomeSequenceID uint64
+}
+
+// Outcome reports a Welcome that was held or rejected, after the
+// transaction that recorded it commits. A Welcome held again for the same
+// rule is reported once.
+type Outcome struct {
+	SequenceID uint64
+	// GroupID is the group the Welcome names, nil when it was never read.
+	GroupID  []byte
+	Held     bool
+	Rejected bool
+	// Rule is the requirement that decided (JOIN-0NN, PROC-020).
+	Rule   string
+	Reason string
+	// Deadline is when a held Welcome's hold ends, zero when none applies.
+	Deadline time.Time
+}
+
+// Defaults of [ReceiverOptions] (COMP-162, COMP-163).
+const (
+	DefaultMaxHeld     = 256
+	DefaultMaxRejected = 1024
+)
+
+// ReceiverOptions configure a [Receiver]. Store, MLS (which must also
+// implement [ports.MLSWelcomes]), Transport, Clock, Algorithms,
+// Installation, Log, Identity and ProtocolVersion are required.
 type ReceiverOptions struct {
-	Store        ports.Store
-	MLS          ports.MLS
-	Transport    ports.Transport
-	Clock        ports.Clock
+	Store     ports.Store
+	MLS       ports.MLS
+	Transport ports.Transport
+	Clock     ports.Clock
+	// Algorithms holds the wrapper algorithms and pointee AEADs a Welcome
+	// is opened with, looked up by the identifier on the wire (JOIN-076).
 	Algorithms   *algorithm.Registry
 	Installation identity.Installation
+	// Identity resolves the membership a Welcome asserts (JOIN-051).
+	Identity ports.Identity
+	// ProtocolVersion is this client's protocol version (JOIN-057).
+	ProtocolVersion metadata.Version
 	// Log starts the commit log's membership in the install transaction.
 	Log *commitlog.Log
+	// CatchUp processes the group's message topic to its end (JOIN-092).
+	// It is called outside any of the receiver's transactions; nil never
+	// catches up, so such a Welcome waits for the client's own processing.
+	CatchUp func(ctx context.Context, groupID []byte) error
 	// OnJoined is called after the transaction that installed a group
 	// commits.
 	OnJoined func(Joined)
+	// OnWelcome is called after a Welcome is held for a new reason or
+	// rejected.
+	OnWelcome func(Outcome)
+	// OnOneshot receives a validated one-shot Welcome. An error wrapping
+	// [ErrRejected] rejects the Welcome for good; any other error keeps it
+	// for a retry. Nil rejects every one-shot Welcome.
+	OnOneshot func(ctx context.Context, o Oneshot) error
+	// WelcomeAccepted is told the ref of the key package an installed
+	// Welcome was addressed to, so the current package rotates
+	// (keypackage.Manager.WelcomeAccepted).
+	WelcomeAccepted func(ctx context.Context, ref []byte) error
+	// MaxHeld bounds the held Welcomes; past it the oldest is rejected
+	// (PROC-020). Default [DefaultMaxHeld].
+	MaxHeld int
+	// MaxRejected bounds the rejection records kept for listing; the
+	// oldest are dropped. Default [DefaultMaxRejected].
+	MaxRejected int
 }
 
-// Receiver processes this installation's welcome topic.
+// Receiver processes this installation's welcome topic. Its methods are
+// safe for concurrent use; attempts are serialized.
 type Receiver struct {
-	o ReceiverOptions
+	o        ReceiverOptions
+	welcomes ports.MLSWelcomes
+	sem      chan struct{}
 }
 
-// NewReceiver returns a receiver.
+// ErrConfig reports a receiver built without a required dependency.
+var ErrConfig = errors.New("join receiver configuration")
+
+// NewReceiver returns a receiver, or an error wrapping [ErrConfig].
 func NewReceiver(o ReceiverOptions) (*Receiver, error) {
-	if o.Store == nil || o.MLS == nil || o.Transport == nil || o.Clock == nil || o.Algorithms == nil || o.Log == nil || len(o.Installation.InstallationKey) == 0 {
-		return nil, errors.New("join receiver: every dependency is required")
+	if o.Store == nil || o.MLS == nil || o.Transport == nil || o.Clock == nil || o.Algorithms == nil || o.Log == nil ||
+		o.Identity == nil || len(o.Installation.InstallationKey) == 0 || o.Installation.InboxID == "" {
+		return nil, fmt.Errorf("%w: every dependency is required", ErrConfig)
 	}
-	return &Receiver{o: o}, nil
+	if o.ProtocolVersion == (metadata.Version{}) {
+		return nil, fmt.Errorf("%w: the client's protocol version is required", ErrConfig)
+	}
+	w, ok := o.MLS.(ports.MLSWelcomes)
+	if !ok {
+		return nil, fmt.Errorf("%w: the engine does not implement ports.MLSWelcomes", ErrConfig)
+	}
+	if o.MaxHeld <= 0 {
+		o.MaxHeld = DefaultMaxHeld
+	}
+	if o.MaxRejected <= 0 {
+		o.MaxRejected = DefaultMaxRejected
+	}
+	return &Receiver{o: o, welcomes: w, sem: make(chan struct{}, 1)}, nil
 }
 
 const (
@@ -71,7 +153,7 @@ const (
 // Topic returns this installation's welcome topic.
 func (r *Receiver) Topic() []byte { return WelcomeTopic(r.o.Installation.PublicKey()) }
 
-// Cursor returns the sequence id of the last envelope processed on the
+// Cursor returns the sequence id of the last envelope read from the
 // welcome topic.
 func (r *Receiver) Cursor(ctx context.Context) (cur uint64, err error) {
 	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
@@ -86,8 +168,11 @@ func cursor(ctx context.Context, tx ports.Tx) (uint64, error) {
 	if errors.Is(err, ports.ErrNotFound) {
 		return 0, nil
 	}
-	if err != nil || len(b) != 8 {
+	if err != nil {
 		return 0, err
+	}
+	if len(b) != 8 {
+		return 0, fmt.Errorf("stored welcome cursor of %d bytes: %w", len(b), ports.ErrInvalid)
 	}
 	return binary.BigEndian.Uint64(b), nil
 }
@@ -96,9 +181,55 @@ func setCursor(ctx context.Context, tx ports.Tx, seq uint64) error {
 	return tx.Blobs().Put(ctx, nsJoin, keyCursor, binary.BigEndian.AppendUint64(nil, seq))
 }
 
-// Process processes every envelope of the welcome topic after the stored
-// cursor, in order.
+func (r *Receiver) lock(ctx context.Context) (func(), error) {
+	select {
+	case r.sem <- struct{}{}:
+		return func() { <-r.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Process reads every envelope of the welcome topic after the stored
+// cursor, stores each as a held Welcome in the transaction that moves the
+// cursor, and then attempts every Welcome never attempted. It returns
+// only local failures.
 func (r *Receiver) Process(ctx context.Context) error {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := r.ingest(ctx); err != nil {
+		return err
+	}
+	return r.attemptAll(ctx, true)
+}
+
+// RetryHeld attempts every held Welcome again with the current keys,
+// identity state and group state (JOIN-084, JOIN-085). It returns only
+// local failures.
+func (r *Receiver) RetryHeld(ctx context.Context) error {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return r.attemptAll(ctx, false)
+}
+
+// Held returns the held Welcomes in sequence id order.
+func (r *Receiver) Held(ctx context.Context) (hs []ports.HeldWelcome, err error) {
+	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
+		hs, err = tx.HeldWelcomes().List(ctx)
+		return err
+	})
+	return hs, err
+}
+
+// ingest stores the topic's new envelopes as held Welcomes, one
+// transaction per page with the cursor, then enforces the queue bound.
+func (r *Receiver) ingest(ctx context.Context) error {
 	for {
 		cur, err := r.Cursor(ctx)
 		if err != nil {
@@ -111,92 +242,119 @@ func (r *Receiver) Process(ctx context.Context) error {
 		if len(envs) == 0 {
 			return nil
 		}
-		for _, env := range envs {
-			if env.GetSequenceId() <= cur {
-				continue
+		var evicted []Outcome
+		moved := false
+		err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
+			evicted, moved = nil, false
+			last := cur
+			for _, env := range envs {
+				seq := env.GetSequenceId()
+				// Sequence ids are not authenticated: one at or below the
+				// cursor was read, one the store cannot hold is skipped.
+				if seq <= last || seq > math.MaxInt64 {
+					continue
+				}
+				last = seq
+				// A Welcome already decided is not held again (JOIN-045).
+				if done, err := tx.ProcessedEnvelopes().Has(ctx, r.Topic(), seq); err != nil || done {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				b, err := proto.Marshal(env)
+				if err != nil {
+					return err
+				}
+				now := r.o.Clock.Now()
+				if _, err := tx.HeldWelcomes().Put(ctx, ports.HeldWelcome{SequenceID: seq, Envelope: b,
+					ServerTimestamp: time.Unix(0, env.GetServerTimestampNs()).UTC(), FirstSeenAt: now, Reason: "received"}); err != nil {
+					return err
+				}
 			}
-			if err := r.handle(ctx, env); err != nil {
+			if last == cur {
+				return nil
+			}
+			moved = true
+			ev, err := r.bound(ctx, tx)
+			if err != nil {
 				return err
 			}
-			cur = env.GetSequenceId()
+			evicted = ev
+			return setCursor(ctx, tx, last)
+		})
+		if err != nil {
+			return fmt.Errorf("store welcomes: %w", err)
+		}
+		r.report(evicted...)
+		if !moved {
+			return nil
 		}
 	}
 }
 
-func (r *Receiver) handle(ctx context.Context, env *backendpb.OriginatorEnvelope) error {
-	seq := env.GetSequenceId()
-	v1 := env.GetEnvelope().GetWelcomeMessage().GetV1()
-	var joined *Joined
-	err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
-		joined = nil
-		if v1 == nil {
-			return setCursor(ctx, tx, seq)
-		}
-		j, err := r.install(ctx, tx, seq, v1)
-		if err != nil {
-			return err
-		}
-		joined = j
-		return setCursor(ctx, tx, seq)
-	})
-	if err == nil && joined != nil && r.o.OnJoined != nil {
-		r.o.OnJoined(*joined)
+// bound rejects the oldest held Welcomes while more than MaxHeld are held
+// (PROC-020, COMP-162).
+func (r *Receiver) bound(ctx context.Context, tx ports.Tx) ([]Outcome, error) {
+	n, err := tx.HeldWelcomes().Count(ctx)
+	if err != nil || n <= r.o.MaxHeld {
+		return nil, err
 	}
-	return err
-}
-
-func (r *Receiver) install(ctx context.Context, tx ports.Tx, seq uint64, v1 *apipb.WelcomeMessage_V1) (*Joined, error) {
-	kp, err := tx.KeyPackages().ByWrapperPublicKey(ctx, v1.GetHpkePublicKey())
+	hs, err := tx.HeldWelcomes().List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w, err := r.o.Algorithms.Wrapper(ports.WrapperAlgorithmID(v1.GetWrapperAlgorithm()))
-	if err != nil {
-		return nil, err
-	}
-	plain, err := w.Open(ctx, kp.WrapperPrivateKey, ports.WelcomeWrapperInfo(), v1.GetData(), v1.GetWelcomeMetadata())
-	if err != nil {
-		return nil, err
-	}
-	var meta contentspb.WelcomeMetadata
-	if err := proto.Unmarshal(plain[1], &meta); err != nil {
-		return nil, err
-	}
-	st, err := r.o.MLS.StageWelcome(ctx, tx, plain[0], kp)
-	if err != nil {
-		return nil, err
-	}
-	d, err := metadata.FromExtensions(st.Group.Extensions)
-	if err != nil {
-		return nil, err
-	}
-	ct, err := d.ConversationType()
-	if err != nil {
-		return nil, err
-	}
-	root, err := d.GroupRootKey()
-	if err != nil {
-		return nil, err
-	}
-	view, err := r.o.MLS.InstallWelcome(ctx, tx, st.Handle)
-	if err != nil {
-		return nil, err
-	}
-	g := ports.Group{ID: view.GroupID, ConversationType: ct, Active: true, Cursor: meta.GetMessageCursor(),
-		JoinAnchor: meta.GetMessageCursor(), GroupRoot: root, CreatedAt: r.o.Clock.Now(), UpdatedAt: r.o.Clock.Now()}
-	if ct == ports.ConversationDM {
-		one, two, err := d.DMMembers()
-		if err != nil {
+	var out []Outcome
+	for _, h := range hs[:n-r.o.MaxHeld] {
+		rej := &Rejection{Rule: "PROC-020", Err: fmt.Errorf("more than %d welcomes are held; the oldest is rejected", r.o.MaxHeld)}
+		if _, err := tx.ProcessedEnvelopes().Mark(ctx, r.Topic(), h.SequenceID); err != nil {
 			return nil, err
 		}
-		g.DMID = metadata.DMID(one, two)
+		if err := r.recordRejection(ctx, tx, h, rej, h.GroupID); err != nil {
+			return nil, err
+		}
+		out = append(out, Outcome{SequenceID: h.SequenceID, GroupID: h.GroupID, Rejected: true, Rule: rej.Rule, Reason: rej.Err.Error()})
 	}
-	if err := tx.Groups().Insert(ctx, g); err != nil {
-		return nil, err
+	return out, nil
+}
+
+// attemptAll attempts the held Welcomes in sequence id order; fresh
+// selects only those never attempted. A local failure of one Welcome
+// does not stop the others; the failures are joined.
+func (r *Receiver) attemptAll(ctx context.Context, fresh bool) error {
+	hs, err := r.Held(ctx)
+	if err != nil {
+		return fmt.Errorf("list held welcomes: %w", err)
 	}
-	if err := r.o.Log.BeginMembership(ctx, tx, view.GroupID, view, meta.GetMessageCursor()); err != nil {
-		return nil, err
+	var errs []error
+	for _, h := range hs {
+		if fresh && h.Attempts > 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := r.attempt(ctx, h); err != nil {
+			errs = append(errs, fmt.Errorf("welcome %d: %w", h.SequenceID, err))
+		}
 	}
-	_ = time.Time{}
-	return &Joined{GroupID: view.GroupID, ConversationType: ct, Adder: st.Signer, Anchor: meta.GetMessageCursor(), WelcomeSequenceID: seq}, nil
+	return errors.Join(errs...)
+}
+
+func (r *Receiver) report(outs ...Outcome) {
+	if r.o.OnWelcome == nil {
+		return
+	}
+	for _, o := range outs {
+		r.o.OnWelcome(o)
+	}
+}
+
+// decodeHeld returns the envelope a held Welcome stores.
+func decodeHeld(h ports.HeldWelcome) (*backendpb.OriginatorEnvelope, error) {
+	var env backendpb.OriginatorEnvelope
+	if err := proto.Unmarshal(h.Envelope, &env); err != nil {
+		return nil, reject("JOIN-048", "stored envelope does not decode: %v", err)
+	}
+	return &env, nil
 }

@@ -1,0 +1,178 @@
+package join
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sort"
+
+	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// checkMembership applies section 8: the GROUP_MEMBERSHIP component names
+// exact identity state for every leaf's inbox (JOIN-049, JOIN-050), the
+// state resolves (JOIN-051, JOIN-059), and leaves and associated
+// installations account for each other in both directions (JOIN-052,
+// JOIN-053); an adder of the own inbox is a current installation
+// (JOIN-095). It reads the staged state only, which is what installs
+// (JOIN-054).
+func (r *Receiver) checkMembership(ctx context.Context, c *candidate) error {
+	members, err := c.dict.Membership()
+	if err != nil {
+		return reject("JOIN-049", "%v", err)
+	}
+	leaves := map[string][][]byte{}
+	for _, m := range c.staged.Group.Members {
+		if _, ok := members[m.InboxID]; m.InboxID == "" || !ok {
+			return reject("JOIN-049", "GROUP_MEMBERSHIP has no entry for the inbox %q of leaf %d", m.InboxID, m.LeafIndex)
+		}
+		leaves[m.InboxID] = append(leaves[m.InboxID], m.SignatureKey)
+	}
+	inboxes := make([]string, 0, len(members))
+	for inbox, e := range members {
+		if e.GetSequenceId() == 0 || e.GetSequenceId() >= c.o.seq {
+			return reject("JOIN-050", "the identity reference %d of %q is 0 or not below the welcome's sequence id %d", e.GetSequenceId(), inbox, c.o.seq)
+		}
+		inboxes = append(inboxes, inbox)
+	}
+	sort.Strings(inboxes)
+	for _, inbox := range inboxes {
+		e := members[inbox]
+		st, err := r.o.Identity.AssociationState(ctx, inbox, e.GetSequenceId())
+		switch {
+		case errors.Is(err, ports.ErrNotFound):
+			return reject("JOIN-059", "inbox %q has no identity update at %d: %v", inbox, e.GetSequenceId(), err)
+		case err != nil:
+			return local(err)
+		}
+		for _, k := range leaves[inbox] {
+			if !containsKey(st.InstallationKeys, k) {
+				return reject("JOIN-052", "leaf key %x is not an installation of %q at %d", short(k), inbox, e.GetSequenceId())
+			}
+		}
+		for _, k := range st.InstallationKeys {
+			if !containsKey(leaves[inbox], k) && !containsKey(e.GetFailedInstallations(), k) {
+				return reject("JOIN-053", "installation %x of %q is neither a leaf nor listed as failed", short(k), inbox)
+			}
+		}
+	}
+	own := r.o.Installation.InboxID
+	if c.adder.InboxID == own {
+		st, err := r.o.Identity.Newest(ctx, own)
+		if err != nil && !errors.Is(err, ports.ErrNotFound) {
+			return local(err)
+		}
+		if !containsKey(st.InstallationKeys, c.adder.SignatureKey) {
+			return reject("JOIN-095", "the adder %x is not a current installation of the own inbox", short(c.adder.SignatureKey))
+		}
+	}
+	return nil
+}
+
+func containsKey(keys [][]byte, k []byte) bool {
+	return slices.ContainsFunc(keys, func(x []byte) bool { return bytes.Equal(x, k) })
+}
+
+// checkGroup applies section 9: the conversation kind's properties
+// (JOIN-060, COMP-166), the joiner's own leaf (JOIN-058), the group root
+// (JOIN-083), and last, because only an upgrade changes it, the minimum
+// protocol version (JOIN-057).
+func (r *Receiver) checkGroup(c *candidate) error {
+	if err := r.checkKind(c); err != nil {
+		return err
+	}
+	ownKey := []byte(r.o.Installation.PublicKey())
+	if !slices.ContainsFunc(c.staged.Group.Members, func(m ports.Member) bool { return bytes.Equal(m.SignatureKey, ownKey) }) {
+		return reject("JOIN-058", "no leaf of the ratchet tree is this installation")
+	}
+	root, err := c.dict.GroupRootKey()
+	if err != nil {
+		return reject("JOIN-083", "%v", err)
+	}
+	keys, err := commitlog.DeriveKeys(root)
+	if err != nil || !bytes.Equal(keys.GroupID, c.staged.Group.GroupID) {
+		return reject("JOIN-083", "the group root does not name group %x", short(c.staged.Group.GroupID))
+	}
+	c.root = root
+	v, ok, err := c.dict.MinProtocolVersion()
+	switch {
+	case err != nil:
+		return reject("JOIN-060", "minimum protocol version: %v", err)
+	case ok && v.Compare(r.o.ProtocolVersion) > 0:
+		return hold(HoldVersion, "JOIN-057", "the group needs protocol version %v; this client is %v", v, r.o.ProtocolVersion)
+	case ok:
+		c.minVer = v.String()
+	}
+	return nil
+}
+
+// checkKind applies JOIN-060 with the properties COMP-166 gives each
+// conversation kind.
+func (r *Receiver) checkKind(c *candidate) error {
+	d, own := c.dict, r.o.Installation.InboxID
+	leafInboxes := map[string]bool{}
+	for _, m := range c.staged.Group.Members {
+		leafInboxes[m.InboxID] = true
+	}
+	members, _ := d.Membership()
+	_, hasDM := d.Get(metadata.ComponentDMMembers)
+	_, hasOneshot := d.Get(metadata.ComponentOneshotMessage)
+	switch c.ct {
+	case ports.ConversationGroup:
+		if hasDM || hasOneshot {
+			return reject("JOIN-060", "a group carries DM_MEMBERS or ONESHOT_MESSAGE")
+		}
+		if admins, err := d.SuperAdmins(); err != nil || len(admins) == 0 {
+			return reject("JOIN-060", "a group without a super admin list (%v)", err)
+		}
+	case ports.ConversationOneshot:
+		if hasDM {
+			return reject("JOIN-060", "a one-shot group carries DM_MEMBERS")
+		}
+		if m, err := d.OneshotMessage(); err != nil || m.GetMessageType() == nil {
+			return reject("JOIN-060", "a one-shot group without a message it can act on (%v)", err)
+		}
+	case ports.ConversationDM:
+		one, two, _ := d.DMMembers()
+		if one == two || (one != own && two != own) {
+			return reject("JOIN-060", "DM_MEMBERS %q and %q are not this inbox and one other", one, two)
+		}
+		for inbox := range leafInboxes {
+			if inbox != one && inbox != two {
+				return reject("JOIN-060", "the DM has a leaf of %q, not one of its two members", inbox)
+			}
+		}
+		for inbox := range members {
+			if inbox != one && inbox != two {
+				return reject("JOIN-060", "the DM's membership names %q", inbox)
+			}
+		}
+		if admins, err := d.SuperAdmins(); err == nil && len(admins) > 0 {
+			return reject("JOIN-060", "a DM carries a super admin list")
+		}
+		if admins, err := d.Admins(); err == nil && len(admins) > 0 {
+			return reject("JOIN-060", "a DM carries an admin list")
+		}
+		if hasOneshot {
+			return reject("JOIN-060", "a DM carries ONESHOT_MESSAGE")
+		}
+	case ports.ConversationSync:
+		for inbox := range leafInboxes {
+			if inbox != own {
+				return reject("JOIN-060", "the sync group has a leaf of %q", inbox)
+			}
+		}
+		for inbox := range members {
+			if inbox != own {
+				return reject("JOIN-060", "the sync group's membership names %q", inbox)
+			}
+		}
+		if hasDM || hasOneshot {
+			return reject("JOIN-060", "a sync group carries DM_MEMBERS or ONESHOT_MESSAGE")
+		}
+	}
+	return nil
+}
