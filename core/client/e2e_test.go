@@ -220,22 +220,17 @@ func testFiveInstallations(t *testing.T, w *world) {
 		t.Fatal(err)
 	}
 	id := g.ID()
-	if ms, _ := g.Members(w.ctx); true {
-		for _, m := range ms {
-			t.Logf("member %s %x", m.InboxID[:8], m.InstallationKey[:4])
-		}
-	}
-	t.Logf("a2 key %x", a2.c.InstallationKey()[:4])
 	syncAll(all...)
 	agree(t, id, a1, a2, b1, b2)
 	if ms, _ := g.Members(w.ctx); len(ms) != 4 {
 		t.Fatalf("after create: %d members, want a1, a2, b1, b2", len(ms))
 	}
 
-	if err := a2.conv(id).AddMembers(w.ctx, c1.c.InboxID()); !errors.Is(err, client.ErrNotPermitted) {
-		t.Fatalf("a2 (not an admin... but of the super admin's inbox) add = %v", err)
+	if err := b1.conv(id).AddMembers(w.ctx, c1.c.InboxID()); !errors.Is(err, client.ErrNotPermitted) {
+		t.Fatalf("b1, a plain member, adding c1 = %v; want ErrNotPermitted", err)
 	}
-	if err := g.AddMembers(w.ctx, c1.c.InboxID()); err != nil {
+	// Roles belong to inboxes: a2 is of the creator's inbox, a super admin.
+	if err := a2.conv(id).AddMembers(w.ctx, c1.c.InboxID()); err != nil {
 		t.Fatal(err)
 	}
 	syncAll(all...)
@@ -272,6 +267,36 @@ func testFiveInstallations(t *testing.T, w *world) {
 	for _, m := range []*member{b1, b2} {
 		if m.info(id).Active {
 			t.Errorf("%s still active after its inbox was removed", m.name)
+		}
+	}
+	if _, err := g.Send(w.ctx, []byte("while b was away")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Re-adding b: its installations replace their inactive state from the
+	// new Welcome (JOIN-042) and keep the messages they held (JOIN-044).
+	if err := g.AddMembers(w.ctx, b1.c.InboxID()); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, all...)
+	for _, m := range []*member{b1, b2} {
+		if !m.info(id).Active {
+			t.Fatalf("%s not active after the re-add", m.name)
+		}
+		got := texts(t, m, id)
+		if len(got) != len(all) {
+			t.Errorf("%s holds %q after the re-add; want the %d messages it read before", m.name, got, len(all))
+		}
+	}
+	if _, err := b2.conv(id).Send(w.ctx, []byte("b is back")); err != nil {
+		t.Fatal(err)
+	}
+	syncAll(all...)
+	agree(t, id, all...)
+	for _, m := range all {
+		if got := texts(t, m, id); got[len(got)-1] != "b is back" {
+			t.Errorf("%s: last message %q", m.name, got[len(got)-1])
 		}
 	}
 }

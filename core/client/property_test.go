@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -67,14 +66,33 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 		}
 	}
 	forkedEvents := make(chan string, 100)
+	var joinMu, raceMu sync.Mutex
+	raced := map[uint64]bool{} // commits that lost a race, as members saw them
+	joinEpoch := map[string]uint64{} // member -> first epoch of its newest membership
+	var readers sync.WaitGroup
 	for _, m := range ms {
 		if err := m.c.Start(w.ctx); err != nil {
 			t.Fatal(err)
 		}
+		readers.Add(1)
 		go func(m *member) {
+			defer readers.Done()
 			for ev := range m.c.Events() {
-				if f, ok := ev.(client.ForkStateEvent); ok && f.State == ports.ForkForked {
-					forkedEvents <- m.name
+				switch e := ev.(type) {
+				case client.ForkStateEvent:
+					if e.State == ports.ForkForked {
+						forkedEvents <- m.name
+					}
+				case client.JoinedEvent:
+					joinMu.Lock()
+					joinEpoch[m.name] = e.Epoch
+					joinMu.Unlock()
+				case client.CommitRejectedEvent:
+					if e.Result == ports.CommitResultWrongEpoch {
+						raceMu.Lock()
+						raced[e.CommitSequenceID] = true
+						raceMu.Unlock()
+					}
 				}
 			}
 		}(m)
@@ -86,14 +104,25 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 	id := g.ID()
 	var sentMu sync.Mutex
 	sent := map[string]uint64{} // content -> epoch it was sent in
+	var statMu sync.Mutex
+	stats := map[string]int{}
+	count := func(what string, err error) {
+		statMu.Lock()
+		defer statMu.Unlock()
+		if err == nil {
+			stats[what]++
+		} else {
+			stats[what+" failed"]++
+		}
+	}
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Add(1)
 		go func(i int, m *member) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
-			for op := 0; op < 12; op++ {
-				time.Sleep(time.Duration(r.IntN(60)) * time.Millisecond)
+			for op := 0; op < 16; op++ {
+				time.Sleep(time.Duration(r.IntN(80)) * time.Millisecond)
 				cv, err := m.c.Conversation(w.ctx, id)
 				if err != nil {
 					continue // not joined yet
@@ -102,10 +131,12 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 				if err != nil || !info.Active {
 					continue
 				}
+				var what string
 				switch k := r.IntN(10); {
 				case k < 6:
+					what = "send"
 					text := fmt.Sprintf("%s-%d", m.name, op)
-					if _, err := cv.Send(w.ctx, []byte(text)); err == nil {
+					if _, err = cv.Send(w.ctx, []byte(text)); err == nil {
 						msgs, _ := cv.Messages(w.ctx, 0, 0)
 						for _, msg := range msgs {
 							if string(msg.Content) == text {
@@ -116,12 +147,15 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 						}
 					}
 				case k < 8:
-					err = cv.UpdateKeys(w.ctx)
+					what, err = "update", cv.UpdateKeys(w.ctx)
 				case m.c.InboxID() == a1.c.InboxID() && k == 8:
-					err = cv.AddMembers(w.ctx, others[r.IntN(len(others))])
+					what, err = "remove", cv.RemoveMembers(w.ctx, others[r.IntN(len(others))])
 				case m.c.InboxID() == a1.c.InboxID():
-					err = cv.RemoveMembers(w.ctx, others[r.IntN(len(others))])
+					what, err = "add", cv.AddMembers(w.ctx, others[r.IntN(len(others))])
+				default:
+					what, err = "update", cv.UpdateKeys(w.ctx)
 				}
+				count(what, err)
 				if err != nil && !expected(err) {
 					t.Errorf("%s op %d: %v", m.name, op, err)
 				}
@@ -129,9 +163,22 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 		}(i, m)
 	}
 	wg.Wait()
-	// Quiesce: everyone catches up, the creator commits once more so every
-	// active member has a shared commit to compare, and logs are exchanged.
+	t.Logf("%d installations; operations: %v", len(ms), stats)
+	if stats["update"]+stats["add"]+stats["remove"] < 3 {
+		t.Errorf("only %v: too few commits to race", stats)
+	}
+	// Quiesce: everyone catches up and allows the conversation (an app's
+	// user accepting it; the log is read only then, FORK-030), the creator
+	// commits once more so every active member has a shared commit to
+	// compare, and logs are exchanged.
 	syncAll(ms...)
+	for _, m := range ms {
+		if cv, err := m.c.Conversation(w.ctx, id); err == nil {
+			if err := cv.SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if err := g.UpdateKeys(w.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -150,17 +197,26 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 		if err != nil || st.State != ports.ForkNotForked || st.MaybeForked {
 			t.Errorf("%s: fork state %+v, %v; want not forked", m.name, st, err)
 		}
-		joinEpoch := joinEpochOf(t, m, id)
+		joinMu.Lock()
+		joined := joinEpoch[m.name] // the creator's is 0
+		joinMu.Unlock()
 		have := map[string]bool{}
 		for _, s := range texts(t, m, id) {
 			have[s] = true
 		}
+		// A member active at the end has been one since its newest join: a
+		// removal ends the membership, a re-add starts a new one.
 		for text, epoch := range sent {
-			if epoch >= joinEpoch && !have[text] && stillMemberAt(t, m, id, epoch) {
-				t.Errorf("%s (joined at epoch %d) misses %q sent at epoch %d", m.name, joinEpoch, text, epoch)
+			if epoch >= joined && !have[text] {
+				t.Errorf("%s (joined at epoch %d) misses %q sent at epoch %d", m.name, joined, text, epoch)
 			}
 		}
 	}
+	for _, m := range ms {
+		m.close()
+	}
+	readers.Wait()
+	t.Logf("%d commits lost a race", len(raced))
 	close(forkedEvents)
 	for name := range forkedEvents {
 		t.Errorf("%s was reported forked in an honest run", name)
@@ -176,27 +232,3 @@ func expected(err error) bool {
 		errors.Is(err, client.ErrNotPermitted) || errors.Is(err, ports.ErrInactive) ||
 		errors.Is(err, ports.ErrUnavailable)
 }
-
-// joinEpochOf returns the epoch of the member's current membership start:
-// the epoch after the commit at its join anchor.
-func joinEpochOf(t *testing.T, m *member, id []byte) uint64 {
-	t.Helper()
-	local, err := m.conv(id).LocalEntries(m.w.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info := m.info(id)
-	epoch := info.Epoch
-	for i := len(local) - 1; i >= 0; i-- {
-		if local[i].CommitResult == ports.CommitResultApplied && local[i].CommitSequenceID > 0 {
-			epoch = local[i].AppliedEpochNumber - 1
-		}
-	}
-	return epoch
-}
-
-// stillMemberAt is true: a member active at the end was a member through
-// every epoch from its join on (a removal ends the state this test reads).
-func stillMemberAt(t *testing.T, m *member, id []byte, epoch uint64) bool { return true }
-
-var _ = bytes.Equal
