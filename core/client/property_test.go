@@ -67,7 +67,7 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 	}
 	forkedEvents := make(chan string, 100)
 	var joinMu, raceMu sync.Mutex
-	raced := map[uint64]bool{} // commits that lost a race, as members saw them
+	raced := map[uint64]bool{}       // commits that lost a race, as members saw them
 	joinEpoch := map[string]uint64{} // member -> first epoch of its newest membership
 	var readers sync.WaitGroup
 	for _, m := range ms {
