@@ -205,8 +205,9 @@ func ProvideDeps(store ports.Store, engine *mls.Engine, tr ports.Transport, id p
 }
 
 // ProvideClient builds the client, publishes any identity update the
-// store still holds unpublished (a new installation's add), and returns a
-// cleanup that closes the client.
+// store still holds unpublished (a new installation's add) and a key
+// package when none is published yet, so that others can add the
+// installation at once, and returns a cleanup that closes the client.
 func ProvideClient(ctx context.Context, deps client.Deps, opts *client.Options) (*client.Client, func(), error) {
 	if _, err := identity.PublishPending(ctx, identity.Options{Store: deps.Store, Transport: deps.Transport, Clock: deps.Clock}); err != nil {
 		return nil, nil, fmt.Errorf("publish identity: %w", err)
@@ -214,6 +215,10 @@ func ProvideClient(ctx context.Context, deps client.Deps, opts *client.Options) 
 	c, err := client.New(ctx, deps, opts)
 	if err != nil {
 		return nil, nil, err
+	}
+	if _, err := c.KeyPackages().Publish(ctx); err != nil {
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("publish key package: %w", err)
 	}
 	return c, func() { _ = c.Close() }, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/ports"
@@ -110,6 +111,12 @@ func (c *Client) KeyPackages() *keypackage.Manager { return c.keys }
 
 // InboxID returns the inbox this installation belongs to.
 func (c *Client) InboxID() string { return c.deps.Installation.InboxID }
+
+// Identity returns this installation's identity: its inbox and private
+// keys, the inbox's recovery key included when this installation holds it
+// (COMP-122). Whoever holds the recovery key can add installations to the
+// inbox and revoke them.
+func (c *Client) Identity() identity.Installation { return c.deps.Installation }
 
 // InstallationKey returns this installation's 32-byte public key.
 func (c *Client) InstallationKey() []byte { return []byte(c.deps.Installation.PublicKey()) }

@@ -26,13 +26,18 @@ type intent struct {
 	Recipients []join.Recipient `json:"recipients,omitempty"`
 	// MergedAt is the commit's sequence id once merged.
 	MergedAt uint64 `json:"merged_at,omitempty"`
+	// Reason is why a rejected commit was invalid.
+	Reason string `json:"reason,omitempty"`
 }
 
 const (
 	intentPending = "pending"
 	intentMerged  = "merged"
 	intentLost    = "lost"
-	nsIntent      = "client.intent"
+	// intentRejected is an own commit that read back invalid: no member
+	// applies it.
+	intentRejected = "rejected"
+	nsIntent       = "client.intent"
 )
 
 func loadIntent(ctx context.Context, tx ports.Tx, groupID []byte) (*intent, error) {
@@ -165,6 +170,8 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 		return in.MergedAt, true, c.dropIntent(ctx, groupID, false, nil)
 	case intentLost:
 		return 0, false, c.dropIntent(ctx, groupID, false, nil)
+	case intentRejected:
+		return 0, true, c.dropIntent(ctx, groupID, false, fmt.Errorf("%w: %s", ErrNotPermitted, in.Reason))
 	}
 	// Published but not yet visible on the topic: the workers settle it.
 	return 0, false, fmt.Errorf("commit: published but not yet read back: %w", ports.ErrUnavailable)

@@ -117,12 +117,32 @@ func (c *Client) CreateGroup(ctx context.Context, opts GroupOptions) (*Conversat
 	if err != nil {
 		return nil, err
 	}
-	if members := withoutInbox(dedupe(opts.Members), c.InboxID()); len(members) > 0 {
-		if err := cv.AddMembers(ctx, members...); err != nil {
-			return cv, fmt.Errorf("create group: add members: %w", err)
-		}
+	if err := cv.addInitial(ctx, withoutInbox(dedupe(opts.Members), c.InboxID())); err != nil {
+		return cv, fmt.Errorf("create group: %w", err)
 	}
 	return cv, nil
+}
+
+// addInitial adds members and this inbox's other installations to a
+// conversation just created, in one commit. An inbox of this client whose
+// other installations have no usable key package is not a failure: they
+// stay listed as failed installations (JOIN-012).
+func (cv *Conversation) addInitial(ctx context.Context, members []string) error {
+	own, err := cv.c.ownAssociation(ctx)
+	if err != nil {
+		return err
+	}
+	if len(own.InstallationKeys) > 1 {
+		members = append(members, cv.c.InboxID())
+	}
+	if len(members) == 0 {
+		return nil
+	}
+	err = cv.AddMembers(ctx, members...)
+	if errors.Is(err, ports.ErrAlreadyExists) {
+		return nil // nothing to add: the other installations have no usable key package
+	}
+	return err
 }
 
 // CreateDM returns the DM with peerInbox, creating it (and adding the
@@ -144,8 +164,8 @@ func (c *Client) CreateDM(ctx context.Context, peerInbox string) (*Conversation,
 	if err != nil {
 		return nil, err
 	}
-	if err := cv.AddMembers(ctx, peerInbox); err != nil {
-		return cv, fmt.Errorf("create dm: add %s: %w", peerInbox, err)
+	if err := cv.addInitial(ctx, []string{peerInbox}); err != nil {
+		return cv, fmt.Errorf("create dm: %w", err)
 	}
 	return cv, nil
 }

@@ -18,6 +18,12 @@ type JoinedEvent struct {
 	ConversationType  ports.ConversationType
 	AdderInbox        string
 	AdderInstallation []byte
+	// Anchor is the sequence id of the commit that added this
+	// installation (the Welcome's message_cursor): messages before it are
+	// not this member's to read (JOIN-066).
+	Anchor uint64
+	// Epoch is the first epoch of the membership.
+	Epoch uint64
 	// Rejoined reports a Welcome that replaced state the client held
 	// (JOIN-042).
 	Rejoined bool

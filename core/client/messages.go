@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -64,9 +65,17 @@ func (cv *Conversation) Send(ctx context.Context, content []byte) (uint64, error
 
 func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, content []byte) (uint64, error) {
 	c := cv.c
+	// Catch up first, so the message is sent in the newest epoch the
+	// client can see and every member of that epoch can read it.
+	unlock := c.lock(cv.id)
+	err := c.processGroup(ctx, cv.id)
+	unlock()
+	if err != nil && !errors.Is(err, ports.ErrUnavailable) {
+		return 0, fmt.Errorf("send: %w", err)
+	}
 	var payload []byte
 	var stored ports.Message
-	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		g, err := tx.Groups().Get(ctx, cv.id)
 		if err != nil {
 			return err

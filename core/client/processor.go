@@ -11,7 +11,6 @@ import (
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
-	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // pageSize bounds the envelopes of one query of a group topic.
@@ -40,11 +39,13 @@ type outcome struct {
 }
 
 // processGroup processes the group's topic from the stored cursor to its
-// end, one envelope per transaction, strictly in sequence order (PROC-005,
-// PROC-008). A failure a retry can change (storage, transport, a held
-// message) stops the pass without moving the cursor; the next pass
-// retries from there. An inactive group is not processed: its cursor stays
-// at the commit that removed this installation (COMP-186), where a re-add
+// end, strictly in sequence order (PROC-005, PROC-008). Envelopes are
+// processed in batches of up to batchSize per transaction, a commit always
+// ending its batch, so a batch's effects and the cursor move together. A
+// failure a retry can change (storage, transport) stops the pass without
+// moving the cursor past what committed; the next pass retries from
+// there. An inactive group is not processed: its cursor stays at the
+// commit that removed this installation (COMP-186), where a re-add
 // Welcome's anchor lands. The caller holds the group's lock.
 func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 	for {
@@ -60,6 +61,25 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			return fmt.Errorf("read group %x: %w", groupID, err)
 		}
 		cursor, progressed := g.Cursor, false
+		var batch []*envelope
+		flush := func() (stop bool, err error) {
+			if len(batch) == 0 {
+				return false, nil
+			}
+			out, err := c.processBatch(ctx, groupID, batch)
+			if err != nil {
+				return true, fmt.Errorf("group %x envelopes %d to %d: %w", groupID, batch[0].seq, batch[len(batch)-1].seq, err)
+			}
+			batch, progressed = batch[:0], true
+			for _, r := range out.recorded {
+				c.log.Notify(r)
+			}
+			c.events.emit(out.events...)
+			if out.merged {
+				c.logDue(groupID)
+			}
+			return out.inactive, nil
+		}
 		for _, env := range envs {
 			seq := env.GetSequenceId()
 			// Sequence ids are not authenticated: one at or below the
@@ -68,27 +88,26 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			if seq <= cursor || seq > math.MaxInt64 {
 				continue
 			}
-			out, err := c.processEnvelope(ctx, groupID, env)
-			if err != nil {
-				return fmt.Errorf("group %x envelope %d: %w", groupID, seq, err)
+			cursor = seq
+			e := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
+			batch = append(batch, e)
+			if h, ok := peekHeader(e.payload); (ok && h.commit()) || len(batch) == batchSize {
+				if stop, err := flush(); err != nil || stop {
+					return err
+				}
 			}
-			cursor, progressed = seq, true
-			for _, r := range out.recorded {
-				c.log.Notify(r)
-			}
-			c.events.emit(out.events...)
-			if out.merged {
-				c.logDue(groupID)
-			}
-			if out.inactive {
-				return nil
-			}
+		}
+		if stop, err := flush(); err != nil || stop {
+			return err
 		}
 		if !progressed {
 			return nil
 		}
 	}
 }
+
+// batchSize bounds the envelopes processed in one transaction.
+const batchSize = 32
 
 func (c *Client) group(ctx context.Context, groupID []byte) (g ports.Group, err error) {
 	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
@@ -98,11 +117,12 @@ func (c *Client) group(ctx context.Context, groupID []byte) (g ports.Group, err 
 	return g, err
 }
 
-// processEnvelope processes one envelope in one transaction: the engine
-// processes it, the commit log records a commit's outcome (FORK-001,
-// FORK-002), the message or group update is stored, and the cursor
-// advances, all or nothing.
-func (c *Client) processEnvelope(ctx context.Context, groupID []byte, env *backendpb.OriginatorEnvelope) (outcome, error) {
+// processBatch processes envelopes in one transaction: for each, the
+// engine processes it, the commit log records a commit's outcome
+// (FORK-001, FORK-002), the message or group update is stored; then the
+// cursor moves to the last one, all or nothing. A commit that removes this
+// installation ends the batch.
+func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*envelope) (outcome, error) {
 	var out outcome
 	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		out = outcome{}
@@ -110,16 +130,21 @@ func (c *Client) processEnvelope(ctx context.Context, groupID []byte, env *backe
 		if err != nil {
 			return err
 		}
-		seq := env.GetSequenceId()
-		if seq <= g.Cursor || !g.Active {
+		last := g.Cursor
+		for _, e := range batch {
+			if e.seq <= last || out.inactive || !g.Active {
+				continue
+			}
+			if err := c.handle(ctx, tx, g, e, &out); err != nil {
+				return err
+			}
+			last = e.seq
+		}
+		if last == g.Cursor {
 			return nil
 		}
-		p := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
-		if err := c.handle(ctx, tx, g, p, &out); err != nil {
-			return err
-		}
 		return tx.Groups().Update(ctx, groupID, func(gr *ports.Group) error {
-			gr.Cursor = seq
+			gr.Cursor = last
 			gr.UpdatedAt = c.deps.Clock.Now()
 			if out.inactive {
 				gr.Active = false
@@ -239,16 +264,29 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if p.Staged == nil {
 		return fmt.Errorf("engine staged no state for a commit: %w", ports.ErrInvalid)
 	}
-	ch, err := diffViews(before, *p.Staged, p.Proposals)
-	if err == nil && !p.Own {
-		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
-	}
-	if err != nil {
-		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
-	}
 	in, err := loadIntent(ctx, tx, g.ID)
 	if err != nil {
 		return err
+	}
+	ch, err := diffViews(before, *p.Staged, p.Proposals)
+	if err == nil {
+		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
+	}
+	if err != nil {
+		// Every member rejects it, this installation's own commit included,
+		// or the committer alone would move on (GMOD-021).
+		if p.Own {
+			if in != nil && in.State == intentPending {
+				in.State, in.Reason = intentRejected, err.Error()
+				if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+					return err
+				}
+			}
+			if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
+				return err
+			}
+		}
+		return c.failed(ctx, tx, g, e, h, before, fmt.Errorf("%w: %v", ports.ErrInvalid, err), out)
 	}
 	switch {
 	case p.Own && in != nil && in.State == intentPending:
@@ -257,11 +295,14 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
 			return err
 		}
-	case !p.Own && in != nil && in.State == intentPending:
-		// Another commit won the race for this epoch.
-		in.State = intentLost
-		if err := saveIntent(ctx, tx, g.ID, in); err != nil {
-			return err
+	case !p.Own:
+		// Another commit won the race for this epoch: a pending commit of
+		// this installation can never be merged now.
+		if in != nil && in.State == intentPending {
+			in.State = intentLost
+			if err := saveIntent(ctx, tx, g.ID, in); err != nil {
+				return err
+			}
 		}
 		if err := c.deps.MLS.ClearPending(ctx, tx, g.ID); err != nil {
 			return err

@@ -43,7 +43,7 @@ func (c *Client) onWelcome(o join.Outcome) {
 // onJoined reports a joined group and subscribes to its topics.
 func (c *Client) onJoined(j join.Joined) {
 	c.events.emit(JoinedEvent{GroupID: j.GroupID, ConversationType: j.ConversationType, AdderInbox: j.Adder.InboxID,
-		AdderInstallation: j.Adder.SignatureKey, Rejoined: j.Replaced})
+		AdderInstallation: j.Adder.SignatureKey, Anchor: j.Anchor, Epoch: j.Epoch, Rejoined: j.Replaced})
 	c.wakeWorkers()
 }
 

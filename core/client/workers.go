@@ -100,7 +100,7 @@ func (c *Client) logDue(groupID []byte) {
 // publishes and reads every allowed conversation's commit log. It returns
 // the first error after trying everything.
 func (c *Client) SyncAll(ctx context.Context) error {
-	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx)}
+	errs := []error{c.keys.Tick(ctx), c.processWelcomes(ctx), c.retryWelcomes(ctx)}
 	gs, err := c.heldGroups(ctx)
 	if err != nil {
 		return err
@@ -142,16 +142,15 @@ func (c *Client) syncLogs(ctx context.Context, gs []ports.Group) error {
 }
 
 func (c *Client) syncLog(ctx context.Context, groupID []byte) error {
-	_, perr := c.log.Publish(ctx, groupID)
-	if errors.Is(perr, commitlog.ErrNoCommitLog) {
-		perr = nil
-	}
 	before, _ := c.log.ForkState(ctx, groupID)
-	rep, rerr := c.log.Read(ctx, groupID)
-	if rerr == nil && rep.ForkState != before && rep.ForkState != ports.ForkForked {
-		c.events.emit(ForkStateEvent{GroupID: groupID, State: rep.ForkState})
+	rep, err := c.log.Sync(ctx, groupID)
+	if errors.Is(rep.PublishErr, commitlog.ErrNoCommitLog) {
+		err = rep.ReadErr
 	}
-	return errors.Join(perr, rerr)
+	if st := rep.Read.ForkState; rep.ReadErr == nil && st != before && st != ports.ForkForked {
+		c.events.emit(ForkStateEvent{GroupID: groupID, State: st})
+	}
+	return err
 }
 
 // logged reports whether the commit log of g is published and read:

@@ -75,7 +75,7 @@ func (r *Receiver) install(ctx context.Context, c *candidate) error {
 		if err := tx.HeldWelcomes().Delete(ctx, c.held.SequenceID); err != nil {
 			return err
 		}
-		joined = &Joined{GroupID: gid, ConversationType: c.ct, Adder: c.adder, Anchor: c.anchor,
+		joined = &Joined{GroupID: gid, ConversationType: c.ct, Adder: c.adder, Anchor: c.anchor, Epoch: view.Epoch,
 			Replaced: replace && hg.view != nil, WelcomeSequenceID: c.held.SequenceID}
 		return nil
 	})

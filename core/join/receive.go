@@ -27,6 +27,9 @@ type Joined struct {
 	Adder ports.Member
 	// Anchor is the Welcome's message_cursor.
 	Anchor uint64
+	// Epoch is the epoch the Welcome installed: the first epoch of the new
+	// membership.
+	Epoch uint64
 	// Replaced reports a Welcome that replaced state the client held.
 	Replaced bool
 	// WelcomeSequenceID is the Welcome's sequence id on the welcome topic.

@@ -1,0 +1,170 @@
+package client_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/adapters/mls"
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/keypackage"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/contentspb"
+)
+
+// BenchmarkMessages measures application messages sent by one client and
+// received by another through the embedded injector (SQLite stores, an
+// in-process delivery service on SQLite), next to the engine's raw
+// Encrypt + Process of the same messages in memory, measured in the same
+// run. One op is one message sent and received.
+func BenchmarkMessages(b *testing.B) {
+	w := newWorld(b, "embedded")
+	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bob.sync()
+	bobConv := bob.conv(g.ID())
+	payload := []byte(strings.Repeat("x", 256))
+	ref := rawMessageCost(b, 200, payload)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		if _, err := g.Send(w.ctx, payload); err != nil {
+			b.Fatal(err)
+		}
+		if (i+1)%50 == 0 || i == b.N-1 {
+			if err := bobConv.Sync(w.ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.ReportMetric(float64(time.Second)/float64(per), "msgs/s")
+	b.ReportMetric(float64(time.Second)/float64(ref), "raw-msgs/s")
+	b.ReportMetric(float64(per)/float64(ref), "x-raw")
+}
+
+// rawMessageCost returns the in-memory cost of one Encrypt by a sender
+// and one Process by a receiver of the real engine.
+func rawMessageCost(b *testing.B, n int, payload []byte) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	alice, aTx := memEngine(b), newMemTx()
+	bob, bTx := memEngine(b), newMemTx()
+	gid := make([]byte, 32)
+	_, _ = rand.Read(gid)
+	aKP := memKeyPackage(b, alice.eng, alice.seed, "alice")
+	if _, err := alice.eng.CreateGroup(ctx, aTx, gid, aKP, nil); err != nil {
+		b.Fatal(err)
+	}
+	bKP := memKeyPackage(b, bob.eng, bob.seed, "bob")
+	out, err := alice.eng.Commit(ctx, aTx, gid, ports.CommitOptions{Add: [][]byte{bKP.KeyPackage}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := alice.eng.MergePending(ctx, aTx, gid); err != nil {
+		b.Fatal(err)
+	}
+	st, err := bob.eng.StageWelcome(ctx, bTx, out.Welcome, ports.KeyPackageRecord{Ref: bKP.Ref, KeyPackage: bKP.KeyPackage,
+		InitPrivateKey: bKP.InitPrivateKey, EncryptionPrivateKey: bKP.EncryptionPrivateKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bob.eng.InstallWelcome(ctx, bTx, st.Handle); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		msg, err := alice.eng.Encrypt(ctx, aTx, gid, payload, []byte{1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := bob.eng.Process(ctx, bTx, gid, msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+type memMember struct {
+	eng  *mls.Engine
+	seed []byte
+}
+
+func memEngine(b *testing.B) memMember {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	eng, err := mls.New(mls.Options{SignaturePrivateKey: priv.Seed(), PastEpochs: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return memMember{eng: eng, seed: priv.Seed()}
+}
+
+func memKeyPackage(b *testing.B, eng *mls.Engine, seed []byte, inbox string) ports.KeyPackageBundle {
+	cred, _ := proto.Marshal(&contentspb.MlsCredential{InboxId: inbox})
+	kp, err := eng.CreateKeyPackage(context.Background(), ports.KeyPackageOptions{Credential: cred, SignaturePrivateKey: seed,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		CapabilityExtensions: keypackage.CapabilityExtensions(), CapabilityProposals: keypackage.CapabilityProposals()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return kp
+}
+
+// memTx is a ports.Tx holding only blobs, in memory: what the engine
+// needs, without a database.
+type memTx struct{ blobs memBlobs }
+
+func newMemTx() *memTx { return &memTx{blobs: memBlobs{}} }
+
+func (t *memTx) Groups() ports.Groups                         { return nil }
+func (t *memTx) LocalCommitLog() ports.LocalCommitLog         { return nil }
+func (t *memTx) RemoteCommitLog() ports.RemoteCommitLog       { return nil }
+func (t *memTx) PublishProgress() ports.PublishProgress       { return nil }
+func (t *memTx) ReaderAdmission() ports.ReaderAdmission       { return nil }
+func (t *memTx) KeyPackages() ports.KeyPackages               { return nil }
+func (t *memTx) HeldWelcomes() ports.HeldWelcomes             { return nil }
+func (t *memTx) Readds() ports.Readds                         { return nil }
+func (t *memTx) ProcessedEnvelopes() ports.ProcessedEnvelopes { return nil }
+func (t *memTx) IdentityCache() ports.IdentityCache           { return nil }
+func (t *memTx) Blobs() ports.Blobs                           { return t.blobs }
+
+type memBlobs map[string][]byte
+
+func (m memBlobs) Get(_ context.Context, ns, key string) ([]byte, error) {
+	v, ok := m[ns+"\x00"+key]
+	if !ok {
+		return nil, fmt.Errorf("blob %s/%s: %w", ns, key, ports.ErrNotFound)
+	}
+	return append([]byte(nil), v...), nil
+}
+
+func (m memBlobs) Put(_ context.Context, ns, key string, v []byte) error {
+	m[ns+"\x00"+key] = append([]byte(nil), v...)
+	return nil
+}
+
+func (m memBlobs) Delete(_ context.Context, ns, key string) error {
+	delete(m, ns+"\x00"+key)
+	return nil
+}
+
+func (m memBlobs) Keys(_ context.Context, ns, prefix string) ([]string, error) {
+	var out []string
+	for k := range m {
+		if strings.HasPrefix(k, ns+"\x00"+prefix) {
+			out = append(out, strings.TrimPrefix(k, ns+"\x00"))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

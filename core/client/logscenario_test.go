@@ -1,0 +1,120 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// The commit log's scenarios, on live groups through the client (the
+// recorded-view versions stay in core/commitlog as unit tests).
+
+// FORK-082: the fork state stays unknown while the newest local entry has
+// no remote counterpart, and becomes not forked once the publisher has
+// merged and published that commit.
+func TestScenarioLiveUnknownWhileNewestLocalUnpublished(t *testing.T) {
+	eachMode(t, func(t *testing.T, w *world) {
+		alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+		g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := g.ID()
+		bob.sync()
+		if err := bob.conv(id).SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+			t.Fatal(err)
+		}
+		// Bob (no publisher) commits; alice, the only publisher, has not
+		// processed it yet.
+		if err := bob.conv(id).UpdateKeys(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		bob.sync()
+		if st, _ := bob.conv(id).ForkState(w.ctx); st.State != ports.ForkUnknown {
+			t.Fatalf("bob before alice published his commit: %v, want unknown", st.State)
+		}
+		alice.sync() // merges bob's commit and publishes its entry
+		bob.sync()
+		if st, _ := bob.conv(id).ForkState(w.ctx); st.State != ports.ForkNotForked {
+			t.Fatalf("bob after alice published: %v, want not forked", st.State)
+		}
+	})
+}
+
+// COMP-090, FORK-083: in a DM both members publish an entry for each
+// commit; each reader accepts the first entry per commit and discards the
+// other member's under the chain rule, and both read not forked.
+func TestScenarioLiveDMBothMembersPublish(t *testing.T) {
+	eachMode(t, func(t *testing.T, w *world) {
+		alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+		dm, err := alice.c.CreateDM(w.ctx, bob.c.InboxID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := dm.ID()
+		bob.sync()
+		if err := bob.conv(id).SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			// The committer publishes first, so each member's entry comes
+			// first on the topic for the commits it made.
+			m, other := alice, bob
+			if i%2 == 1 {
+				m, other = bob, alice
+			}
+			if err := m.conv(id).UpdateKeys(w.ctx); err != nil {
+				t.Fatal(err)
+			}
+			syncAll(m, other)
+		}
+		syncAll(alice, bob)
+		authors := map[string]bool{}
+		for _, m := range []*member{alice, bob} {
+			remote := mustRemote(t, m, id)
+			seen := map[uint64]bool{}
+			for _, e := range remote {
+				if seen[e.CommitSequenceID] {
+					t.Errorf("%s accepted two entries for commit %d", m.name, e.CommitSequenceID)
+				}
+				seen[e.CommitSequenceID] = true
+				authors[string(e.AuthorInstallationKey)] = true
+			}
+			if m.c.CommitLog().Counters()[commitlog.ReasonChain] == 0 {
+				t.Errorf("%s discarded no duplicate under the chain rule: %v", m.name, m.c.CommitLog().Counters())
+			}
+			if st, _ := m.conv(id).ForkState(w.ctx); st.State != ports.ForkNotForked {
+				t.Errorf("%s: %v, want not forked", m.name, st.State)
+			}
+		}
+		if len(authors) != 2 {
+			t.Errorf("accepted entries by %d authors; both DM members publish", len(authors))
+		}
+	})
+}
+
+// FORK-030: a conversation whose consent is not allowed is not read; once
+// the app allows it, its log is read.
+func TestFORK030_LogReadOnlyWhenAllowed(t *testing.T) {
+	eachMode(t, func(t *testing.T, w *world) {
+		alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
+		g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := g.ID()
+		syncAll(alice, bob)
+		if n := len(mustRemote(t, bob, id)); n != 0 {
+			t.Fatalf("bob accepted %d entries of a conversation he never allowed", n)
+		}
+		if err := bob.conv(id).SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+			t.Fatal(err)
+		}
+		bob.sync()
+		if n := len(mustRemote(t, bob, id)); n == 0 {
+			t.Fatal("bob read nothing after allowing the conversation")
+		}
+	})
+}
