@@ -311,8 +311,15 @@ type handles struct {
 }
 
 func (w *world) newHandles(name string) *handles {
+	return w.newHandlesWith(name, nil, nil)
+}
+
+// newHandlesWith is newHandles with a clock and a wrapper around the
+// member's transport (each may be nil).
+func (w *world) newHandlesWith(name string, clk ports.Clock, wrap func(ports.Transport) ports.Transport) *handles {
 	w.t.Helper()
-	ctx, clk := w.ctx, regroup.ProvideClock(nil)
+	ctx := w.ctx
+	clk = regroup.ProvideClock(clk)
 	var store ports.Store
 	var cleanup func()
 	var err error
@@ -343,6 +350,9 @@ func (w *world) newHandles(name string) *handles {
 			w.t.Fatal(err)
 		}
 		w.t.Cleanup(closeTr)
+	}
+	if wrap != nil {
+		tr = wrap(tr)
 	}
 	id, err := regroup.ProvideResolver(store, tr, clk)
 	if err != nil {
