@@ -83,15 +83,24 @@ type member struct {
 // recovery key is given. The injector publishes its key package.
 func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	w.t.Helper()
+	return w.newMemberWith(name, recovery, nil)
+}
+
+// newMemberWith is newMember with client options.
+func (w *world) newMemberWith(name string, recovery ed25519.PrivateKey, opts *client.Options) *member {
+	w.t.Helper()
 	id := regroup.IdentityConfig{RecoveryKey: recovery}
 	var c *client.Client
 	var cleanup func()
 	var err error
 	switch w.mode {
 	case "embedded":
-		c, cleanup, err = regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc, Identity: id})
+		c, cleanup, err = regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc,
+			Identity: id, Options: opts})
 	default:
-		c, cleanup, err = regroup.NewNetworked(w.ctx, w.networked(name, id))
+		cfg := w.networked(name, id)
+		cfg.Options = opts
+		c, cleanup, err = regroup.NewNetworked(w.ctx, cfg)
 	}
 	if err != nil {
 		w.t.Fatalf("%s: %v", name, err)
