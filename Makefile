@@ -4,6 +4,7 @@
 #   make bench   every benchmark, each printed next to its in-run reference
 #   make fuzz    every fuzz target for FUZZTIME (default 30s) each
 #   make proto   regenerate the committed Go from proto/**/*.proto
+#   make wire    regenerate wire_gen.go from wire.go
 #   make lint    gofmt check, go vet, staticcheck
 #   make build   every binary into ./bin
 #   make load    the delivery-service load and fault run (not part of test)
@@ -15,11 +16,12 @@ FUZZMINIMIZE ?= 0
 BENCHTIME ?= 1s
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
+WIRE_VERSION               := v0.7.0
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test bench fuzz proto lint build load interop tools
+.PHONY: test bench fuzz proto wire lint build load interop tools
 
 test:
 	$(GO) vet ./...
@@ -51,6 +53,10 @@ proto: tools
 		--go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
 		$$(find . -name '*.proto' | sort)
+
+# wire_gen.go from wire.go (google/wire, pinned).
+wire:
+	GOFLAGS=-mod=mod $(GO) run github.com/google/wire/cmd/wire@$(WIRE_VERSION) .
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -167,4 +168,121 @@ func (m memBlobs) Keys(_ context.Context, ns, prefix string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// BenchmarkCommitToEveryMember measures, in a 100-member group through a
+// regroupd process on SQLite over gRPC, the time from a member's commit
+// (a rename) to every member having applied it, each member running its
+// workers (subscription-driven). The reference, measured in the same run,
+// is the engine's own in-memory work for the same commit: building it
+// once and processing it 99 times on one core.
+func BenchmarkCommitToEveryMember(b *testing.B) {
+	const n = 100
+	w := newWorld(b, "sqlite")
+	ms := make([]*member, n)
+	var others []string
+	for i := range ms {
+		ms[i] = w.newMember(fmt.Sprintf("m%03d", i), nil)
+		if i > 0 {
+			others = append(others, ms[i].c.InboxID())
+		}
+	}
+	g, err := ms[0].c.CreateGroup(w.ctx, client.GroupOptions{Members: others})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range ms {
+		m.sync()
+	}
+	renamed := make(chan int, n*4)
+	for i, m := range ms {
+		if err := m.c.Start(w.ctx); err != nil {
+			b.Fatal(err)
+		}
+		go func(i int, m *member) {
+			for ev := range m.c.Events() {
+				if e, ok := ev.(client.MetadataEvent); ok && bytes.Equal(e.GroupID, g.ID()) {
+					renamed <- i
+				}
+			}
+		}(i, m)
+	}
+	ref := rawCommitCost(b, n)
+	b.ResetTimer()
+	start := time.Now()
+	for it := 0; it < b.N; it++ {
+		if err := g.SetName(w.ctx, fmt.Sprintf("name %d", it)); err != nil {
+			b.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for len(seen) < n {
+			select {
+			case i := <-renamed:
+				seen[i] = true
+			case <-w.ctx.Done():
+				b.Fatalf("%d of %d members applied the rename", len(seen), n)
+			}
+		}
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.ReportMetric(float64(per.Milliseconds()), "ms/commit-to-all")
+	b.ReportMetric(float64(ref.Milliseconds()), "ms/raw-engine")
+	b.ReportMetric(float64(per)/float64(ref), "x-raw")
+}
+
+// rawCommitCost returns the in-memory cost of one commit built by one
+// member and processed and merged by n-1 others, one after the other.
+func rawCommitCost(b *testing.B, n int) time.Duration {
+	ctx := context.Background()
+	type mem struct {
+		m  memMember
+		tx *memTx
+	}
+	gid := make([]byte, 32)
+	_, _ = rand.Read(gid)
+	members := make([]mem, n)
+	for i := range members {
+		members[i] = mem{memEngine(b), newMemTx()}
+	}
+	creator := members[0]
+	if _, err := creator.m.eng.CreateGroup(ctx, creator.tx, gid, memKeyPackage(b, creator.m.eng, creator.m.seed, "m0"), nil); err != nil {
+		b.Fatal(err)
+	}
+	var adds [][]byte
+	bundles := make([]ports.KeyPackageBundle, n)
+	for i := 1; i < n; i++ {
+		bundles[i] = memKeyPackage(b, members[i].m.eng, members[i].m.seed, fmt.Sprintf("m%d", i))
+		adds = append(adds, bundles[i].KeyPackage)
+	}
+	out, err := creator.m.eng.Commit(ctx, creator.tx, gid, ports.CommitOptions{Add: adds})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := creator.m.eng.MergePending(ctx, creator.tx, gid); err != nil {
+		b.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		st, err := members[i].m.eng.StageWelcome(ctx, members[i].tx, out.Welcome, ports.KeyPackageRecord{Ref: bundles[i].Ref,
+			KeyPackage: bundles[i].KeyPackage, InitPrivateKey: bundles[i].InitPrivateKey, EncryptionPrivateKey: bundles[i].EncryptionPrivateKey})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := members[i].m.eng.InstallWelcome(ctx, members[i].tx, st.Handle); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	c, err := creator.m.eng.Commit(ctx, creator.tx, gid, ports.CommitOptions{ForcePath: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		if _, err := members[i].m.eng.Process(ctx, members[i].tx, gid, c.Commit); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := members[i].m.eng.MergeStaged(ctx, members[i].tx, gid); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return time.Since(start)
 }

@@ -83,15 +83,24 @@ type member struct {
 // recovery key is given. The injector publishes its key package.
 func (w *world) newMember(name string, recovery ed25519.PrivateKey) *member {
 	w.t.Helper()
+	return w.newMemberWith(name, recovery, nil)
+}
+
+// newMemberWith is newMember with client options.
+func (w *world) newMemberWith(name string, recovery ed25519.PrivateKey, opts *client.Options) *member {
+	w.t.Helper()
 	id := regroup.IdentityConfig{RecoveryKey: recovery}
 	var c *client.Client
 	var cleanup func()
 	var err error
 	switch w.mode {
 	case "embedded":
-		c, cleanup, err = regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc, Identity: id})
+		c, cleanup, err = regroup.NewEmbedded(w.ctx, regroup.EmbeddedConfig{Dir: filepath.Join(w.dir, name), Service: w.svc,
+			Identity: id, Options: opts})
 	default:
-		c, cleanup, err = regroup.NewNetworked(w.ctx, w.networked(name, id))
+		cfg := w.networked(name, id)
+		cfg.Options = opts
+		c, cleanup, err = regroup.NewNetworked(w.ctx, cfg)
 	}
 	if err != nil {
 		w.t.Fatalf("%s: %v", name, err)
@@ -311,8 +320,15 @@ type handles struct {
 }
 
 func (w *world) newHandles(name string) *handles {
+	return w.newHandlesWith(name, nil, nil)
+}
+
+// newHandlesWith is newHandles with a clock and a wrapper around the
+// member's transport (each may be nil).
+func (w *world) newHandlesWith(name string, clk ports.Clock, wrap func(ports.Transport) ports.Transport) *handles {
 	w.t.Helper()
-	ctx, clk := w.ctx, regroup.ProvideClock(nil)
+	ctx := w.ctx
+	clk = regroup.ProvideClock(clk)
 	var store ports.Store
 	var cleanup func()
 	var err error
@@ -343,6 +359,9 @@ func (w *world) newHandles(name string) *handles {
 			w.t.Fatal(err)
 		}
 		w.t.Cleanup(closeTr)
+	}
+	if wrap != nil {
+		tr = wrap(tr)
 	}
 	id, err := regroup.ProvideResolver(store, tr, clk)
 	if err != nil {

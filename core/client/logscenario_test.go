@@ -118,3 +118,45 @@ func TestFORK030_LogReadOnlyWhenAllowed(t *testing.T) {
 		}
 	})
 }
+
+// FORK-004, FORK-072: with the commit log disabled (CONF-045) the client
+// records, publishes and reads nothing and reports every fork state as
+// unknown, while a member with the log on reads the same group normally.
+func TestFORK004_NoLogNoEvidence(t *testing.T) {
+	w := newWorld(t, "embedded")
+	alice := w.newMember("alice", nil)
+	bob := w.newMemberWith("bob", nil, &client.Options{DisableCommitLog: true})
+	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob.sync()
+	if err := bob.conv(g.ID()).SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := g.UpdateKeys(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+		syncAll(alice, bob)
+	}
+	if st, _ := g.ForkState(w.ctx); st.State != ports.ForkNotForked {
+		t.Errorf("alice, log on: %v, want not forked", st.State)
+	}
+	bc := bob.conv(g.ID())
+	st, err := bc.ForkState(w.ctx)
+	if err != nil || st.State != ports.ForkUnknown {
+		t.Errorf("bob, log off: %+v, %v; want unknown", st, err)
+	}
+	local, _ := bc.LocalEntries(w.ctx)
+	remote, _ := bc.RemoteEntries(w.ctx)
+	if len(local) != 0 || len(remote) != 0 {
+		t.Errorf("bob, log off, holds %d local and %d remote entries", len(local), len(remote))
+	}
+	// FORK-072: the app reads alice's entries through the SDK.
+	local, _ = g.LocalEntries(w.ctx)
+	remote, _ = g.RemoteEntries(w.ctx)
+	if len(local) < 3 || len(remote) < 3 {
+		t.Errorf("alice exposes %d local and %d remote entries; want her three commits in both", len(local), len(remote))
+	}
+}

@@ -3,9 +3,13 @@ package client
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -98,6 +102,9 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		if err != nil {
 			return err
 		}
+		if err := putOutbox(ctx, tx, stored, payload, c.deps.Clock.Now()); err != nil {
+			return err
+		}
 		// Consent: a conversation the user messaged is allowed (CONS).
 		if g.Consent != ports.ConsentAllowed {
 			return tx.Groups().Update(ctx, cv.id, func(gr *ports.Group) error {
@@ -115,15 +122,10 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	if err != nil {
 		return 0, fmt.Errorf("send: publish: %w", err)
 	}
-	confirmed := false
-	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
-		m, err := messagesOf(tx).ByPayloadHash(ctx, cv.id, stored.PayloadHash)
-		if err != nil || m.SequenceID != 0 { // already confirmed by reading the topic
-			confirmed = false
-			return err
-		}
-		confirmed = true
-		return messagesOf(tx).SetSequenceID(ctx, stored.ID, seqs[0], c.deps.Clock.Now())
+	var confirmed bool
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+		confirmed, err = confirmSent(ctx, tx, stored, seqs[0], c.deps.Clock.Now())
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -132,7 +134,6 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		stored.SequenceID = seqs[0]
 		c.events.emit(MessageEvent{Message: stored})
 	}
-	c.wakeWorkers()
 	return seqs[0], nil
 }
 
@@ -148,3 +149,101 @@ func (cv *Conversation) Messages(ctx context.Context, afterSeq uint64, limit int
 	})
 	return out, err
 }
+
+// The outbox keeps the published bytes of every sent message until its
+// sequence id is confirmed, so that a publish whose outcome was unknown
+// is sent again, with the same bytes, instead of being lost (COMP-188).
+// Keys are the hex group id, "/", and the message ID; values the send
+// time in Unix nanoseconds, then the payload.
+const nsOutbox = "client.outbox"
+
+func outboxKey(groupID []byte, id uint64) string { return fmt.Sprintf("%x/%020d", groupID, id) }
+
+func putOutbox(ctx context.Context, tx ports.Tx, m ports.Message, payload []byte, now time.Time) error {
+	v := binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano()))
+	return tx.Blobs().Put(ctx, nsOutbox, outboxKey(m.GroupID, m.ID), append(v, payload...))
+}
+
+// confirmSent records the sequence id of a sent message unless reading the
+// topic already did, and drops it from the outbox; confirmed reports that
+// this call recorded it.
+func confirmSent(ctx context.Context, tx ports.Tx, m ports.Message, seq uint64, at time.Time) (confirmed bool, err error) {
+	if err := tx.Blobs().Delete(ctx, nsOutbox, outboxKey(m.GroupID, m.ID)); err != nil {
+		return false, err
+	}
+	cur, err := messagesOf(tx).ByPayloadHash(ctx, m.GroupID, m.PayloadHash)
+	if err != nil || cur.SequenceID != 0 {
+		return false, err
+	}
+	return true, messagesOf(tx).SetSequenceID(ctx, m.ID, seq, at)
+}
+
+// resendOutbox publishes again every sent message that has waited longer
+// than outboxGrace for its confirmation, with the bytes first published.
+// A message the delivery service refuses for what it is leaves the outbox
+// and stays unconfirmed.
+func (c *Client) resendOutbox(ctx context.Context) error {
+	type pending struct {
+		key     string
+		payload []byte
+	}
+	var due []pending
+	now := c.deps.Clock.Now()
+	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		due = nil
+		keys, err := tx.Blobs().Keys(ctx, nsOutbox, "")
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			v, err := tx.Blobs().Get(ctx, nsOutbox, k)
+			if err != nil {
+				return err
+			}
+			if len(v) < 8 || now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(v)))) < outboxGrace {
+				continue
+			}
+			due = append(due, pending{key: k, payload: v[8:]})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range due {
+		gidHex, _, _ := strings.Cut(p.key, "/")
+		gid, err := hex.DecodeString(gidHex)
+		if err != nil {
+			continue
+		}
+		env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(gid), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: p.payload}}
+		seqs, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env})
+		refused := errors.Is(err, ports.ErrInvalidArgument)
+		if err != nil && !refused {
+			errs = append(errs, fmt.Errorf("resend: %w", err))
+			continue
+		}
+		h := sha256.Sum256(p.payload)
+		err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+			if refused {
+				return tx.Blobs().Delete(ctx, nsOutbox, p.key)
+			}
+			m, err := messagesOf(tx).ByPayloadHash(ctx, gid, h[:])
+			if errors.Is(err, ports.ErrNotFound) {
+				return tx.Blobs().Delete(ctx, nsOutbox, p.key)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = confirmSent(ctx, tx, m, seqs[0], c.deps.Clock.Now())
+			return err
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// outboxGrace is how long a sent message waits for its confirmation
+// before the workers publish it again.
+const outboxGrace = 30 * time.Second

@@ -177,15 +177,12 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		own, err := messagesOf(tx).ByPayloadHash(ctx, g.ID, e.hash())
 		switch {
 		case err == nil:
-			if own.SequenceID != 0 {
-				return nil
+			confirmed, err := confirmSent(ctx, tx, own, e.seq, e.at)
+			if confirmed {
+				own.SequenceID, own.SentAt = e.seq, e.at
+				out.events = append(out.events, MessageEvent{Message: own})
 			}
-			if err := messagesOf(tx).SetSequenceID(ctx, own.ID, e.seq, e.at); err != nil {
-				return err
-			}
-			own.SequenceID, own.SentAt = e.seq, e.at
-			out.events = append(out.events, MessageEvent{Message: own})
-			return nil
+			return err
 		case !errors.Is(err, ports.ErrNotFound):
 			return err
 		}

@@ -100,7 +100,7 @@ func (c *Client) logDue(groupID []byte) {
 // publishes and reads every allowed conversation's commit log. It returns
 // the first error after trying everything.
 func (c *Client) SyncAll(ctx context.Context) error {
-	errs := []error{c.keys.Tick(ctx), c.processWelcomes(ctx), c.retryWelcomes(ctx)}
+	errs := []error{c.keys.Tick(ctx), c.processWelcomes(ctx), c.retryWelcomes(ctx), c.resendOutbox(ctx)}
 	gs, err := c.heldGroups(ctx)
 	if err != nil {
 		return err
