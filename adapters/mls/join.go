@@ -2,6 +2,7 @@ package mls
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -24,11 +25,17 @@ var _ ports.MLSWelcomes = (*Engine)(nil)
 
 func treeLeaf(i uint32) treemath.LeafIndex { return treemath.LeafIndex(i) }
 
-// welcomeVersion tags a staged Welcome's blob: the staging time, the
-// GroupInfo signer and the joined group's state. A blob that starts with
-// the group state's own version byte (2) is a staged Welcome of an engine
-// that kept only that state.
-const welcomeVersion = 0x81
+// welcomeVersion tags a staged Welcome's blob: a tag drawn for the write
+// (group.TagSize bytes, under which the engine may keep the decoded state),
+// the staging time, the GroupInfo signer and the joined group's state in
+// one blob (group state version 2). Version welcomeVersionUntagged is the
+// same without the tag; a blob that starts with the group state's own
+// version byte (2) is a staged Welcome of an engine that kept only that
+// state.
+const (
+	welcomeVersion         = 0x82
+	welcomeVersionUntagged = 0x81
+)
 
 // handle binds a staged Welcome to its group, epoch and bytes: the hex
 // group id, the epoch and a hash of the Welcome, so that one Welcome
@@ -42,21 +49,29 @@ func handlePrefix(groupID []byte) string { return key(groupID) + "." }
 
 // stagedBlob is a decoded staged Welcome.
 type stagedBlob struct {
+	tag    []byte // nil for a blob written without one
 	at     time.Time
 	signer uint32
 	state  []byte
 }
 
-func encodeStaged(at time.Time, signer uint32, state []byte) ([]byte, error) {
-	w := codec.NewWriter(len(state) + 32)
-	w.Uint8(welcomeVersion)
+// encodeStaged writes a staged Welcome's blob; without a tag in the
+// untagged version.
+func encodeStaged(s stagedBlob) ([]byte, error) {
+	w := codec.NewWriter(len(s.state) + 64)
+	if s.tag == nil {
+		w.Uint8(welcomeVersionUntagged)
+	} else {
+		w.Uint8(welcomeVersion)
+		w.Raw(s.tag)
+	}
 	ns := uint64(0) // unknown
-	if !at.IsZero() {
-		ns = uint64(at.UnixNano())
+	if !s.at.IsZero() {
+		ns = uint64(s.at.UnixNano())
 	}
 	w.Uint64(ns)
-	w.Uint32(signer)
-	w.Opaque(state)
+	w.Uint32(s.signer)
+	w.Opaque(s.state)
 	return w.Bytes()
 }
 
@@ -65,10 +80,14 @@ func decodeStaged(b []byte) (stagedBlob, error) {
 		return stagedBlob{signer: ports.NoLeaf, state: b}, nil
 	}
 	r := codec.NewReader(b)
-	if v := r.Uint8(); v != welcomeVersion {
+	s := stagedBlob{}
+	switch v := r.Uint8(); v {
+	case welcomeVersion:
+		s.tag = r.Raw(group.TagSize)
+	case welcomeVersionUntagged:
+	default:
 		return stagedBlob{}, fmt.Errorf("staged welcome version %d", v)
 	}
-	s := stagedBlob{}
 	if ns := r.Uint64(); ns != 0 {
 		s.at = time.Unix(0, int64(ns)).UTC()
 	}
@@ -77,6 +96,7 @@ func decodeStaged(b []byte) (stagedBlob, error) {
 }
 
 // loadStaged reads a staged Welcome, or an error wrapping ports.ErrNotFound.
+// The state is the caller's to change: a cached one is cloned.
 func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.Group, stagedBlob, error) {
 	b, err := tx.Blobs().Get(ctx, nsWelcome, h)
 	if errors.Is(err, ports.ErrNotFound) {
@@ -89,9 +109,20 @@ func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.
 	if err != nil {
 		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
 	}
-	g, err := group.Load(s.state, nil)
-	if err != nil {
-		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	var g *group.Group
+	ck := newCacheKey(nsWelcome, h, s.tag)
+	if s.tag != nil {
+		if c := e.cache.get(ck); c != nil {
+			g = c.Clone()
+		}
+	}
+	if g == nil {
+		if g, err = group.Load(s.state, nil); err != nil {
+			return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+		}
+		if s.tag != nil {
+			e.cache.put(ck, g.Clone(), len(b))
+		}
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
 	return g, s, nil
@@ -163,14 +194,18 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	s := stagedBlob{at: e.now().UTC(), signer: g.WelcomeSigner(), state: state}
-	b, err := encodeStaged(s.at, s.signer, state)
+	s := stagedBlob{tag: make([]byte, group.TagSize), at: e.now().UTC(), signer: g.WelcomeSigner(), state: state}
+	if _, err := rand.Read(s.tag); err != nil {
+		return ports.StagedWelcome{}, err
+	}
+	b, err := encodeStaged(s)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
 	if err := tx.Blobs().Put(ctx, nsWelcome, h, b); err != nil {
 		return ports.StagedWelcome{}, err
 	}
+	e.cache.put(newCacheKey(nsWelcome, h, s.tag), g.Clone(), len(b))
 	return stagedView(h, g, s), nil
 }
 
@@ -201,7 +236,7 @@ func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, 
 	if err := deleteAll(ctx, tx, gid, nsStaged, nsPending, nsExternal, nsStagedExternal, nsRemoval); err != nil {
 		return ports.GroupView{}, err
 	}
-	if err := save(ctx, tx, g); err != nil {
+	if _, err := e.save(ctx, tx, g); err != nil {
 		return ports.GroupView{}, err
 	}
 	siblings, err := e.handles(ctx, tx, gid)

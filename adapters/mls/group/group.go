@@ -173,6 +173,10 @@ func (g *Group) LeafNode(l treemath.LeafIndex) *message.LeafNode { return g.tree
 // Tree returns a copy of the current ratchet tree.
 func (g *Group) Tree() *ratchettree.Tree { return g.tree.Clone() }
 
+// Members returns the indices of the non-blank leaves of the current tree,
+// in order; [Group.LeafNode] reads them without copying the tree.
+func (g *Group) Members() []treemath.LeafIndex { return g.tree.Members() }
+
 // Export is the MLS exporter of the current epoch (§8.5).
 func (g *Group) Export(label string, context []byte, length int) ([]byte, error) {
 	if g.Public() {
