@@ -47,7 +47,7 @@ func newStoredInstallation(b *testing.B, dir, inbox string) *storedInstallation 
 	return &storedInstallation{engine: e, store: st, sig: sig, inbox: inbox}
 }
 
-func keyPackageOf(b *testing.B, e ports.MLS, sig []byte, inbox string) ports.KeyPackageBundle {
+func keyPackageOf(b testing.TB, e ports.MLS, sig []byte, inbox string) ports.KeyPackageBundle {
 	b.Helper()
 	cred, _ := proto.Marshal(&contentspb.MlsCredential{InboxId: inbox})
 	kp, err := e.CreateKeyPackage(context.Background(), ports.KeyPackageOptions{
