@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -264,6 +265,79 @@ func BenchmarkEngineScale(b *testing.B) {
 				b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
 				b.ReportMetric(port.Seconds()/mem.Seconds(), "ratio_to_in_memory")
 			})
+		})
+	}
+}
+
+// BenchmarkEngineJoin measures joining groups of 10, 100 and 1,000
+// members through ports.MLS with the joiner's state in SQLite —
+// StageWelcome then InstallWelcome, in one transaction rolled back so
+// that every iteration starts from the same store — next to the
+// reference measured in the same loop: verifying the signature of every
+// leaf of the group's tree one by one. Metrics: ms/join,
+// ms/verify-leaves-singly, ratio_to_single_verify, and the bytes and
+// allocations of the join alone (join-B/op, join-allocs/op).
+func BenchmarkEngineJoin(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			a := newInstallationTB(b, "inbox-a")
+			gid := []byte("engine-join")
+			if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackageTB(b), nil); err != nil {
+				b.Fatal(err)
+			}
+			var adds [][]byte
+			for i := 2; i < n; i++ {
+				adds = append(adds, newInstallationTB(b, fmt.Sprintf("member-%d", i)).keyPackageTB(b).KeyPackage)
+			}
+			if _, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: adds}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
+				b.Fatal(err)
+			}
+			j := newStoredInstallation(b, b.TempDir(), "joiner")
+			kp := keyPackageOf(b, j.engine, j.sig, j.inbox)
+			out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			g, err := a.engine.LoadGroup(ctx, a.tx, gid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+			rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
+			var joined, ref time.Duration
+			var before, after runtime.MemStats
+			var bytes, allocs uint64
+			for i := 0; i < b.N; i++ {
+				runtime.ReadMemStats(&before)
+				t0 := time.Now()
+				j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
+					st, err := j.engine.StageWelcome(ctx, tx, out.Welcome, rec)
+					if err != nil {
+						return err
+					}
+					_, err = j.engine.InstallWelcome(ctx, tx, st.Handle)
+					return err
+				})
+				t1 := time.Now()
+				runtime.ReadMemStats(&after)
+				bytes, allocs = bytes+after.TotalAlloc-before.TotalAlloc, allocs+after.Mallocs-before.Mallocs
+				t2 := time.Now()
+				for _, l := range g.Members() { // the tree before the joiner's leaf
+					if err := g.LeafNode(l).Verify(s, gid, uint32(l)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				joined, ref = joined+t1.Sub(t0), ref+time.Since(t2)
+			}
+			b.ReportMetric(joined.Seconds()*1e3/float64(b.N), "ms/join")
+			b.ReportMetric(ref.Seconds()*1e3/float64(b.N), "ms/verify-leaves-singly")
+			b.ReportMetric(joined.Seconds()/ref.Seconds(), "ratio_to_single_verify")
+			b.ReportMetric(float64(bytes)/float64(b.N), "join-B/op")
+			b.ReportMetric(float64(allocs)/float64(b.N), "join-allocs/op")
 		})
 	}
 }

@@ -66,7 +66,8 @@ func (e *Engine) decodeState(ctx context.Context, tx ports.Tx, k string, head []
 // save writes a group's state: its head, and the blocks of tree nodes
 // that changed since it was loaded (all of them for a state not loaded
 // from the store, dropping any blocks an earlier state of the group id
-// left). It returns the bytes written.
+// left). It returns the bytes written. g must not change afterwards: the
+// engine may keep it.
 func (e *Engine) save(ctx context.Context, tx ports.Tx, g *group.Group) (int, error) {
 	tag := make([]byte, group.TagSize)
 	if _, err := rand.Read(tag); err != nil {
@@ -76,9 +77,14 @@ func (e *Engine) save(ctx context.Context, tx ports.Tx, g *group.Group) (int, er
 	if err != nil {
 		return 0, err
 	}
+	return e.store(ctx, tx, g, sp, tag)
+}
+
+// store writes the parts sp of g's state, written under tag; when
+// sp.Full it first drops the blocks an earlier state of the group id left.
+func (e *Engine) store(ctx context.Context, tx ports.Tx, g *group.Group, sp *group.Split, tag []byte) (int, error) {
 	k := key(g.GroupContext().GroupID)
 	blobs := tx.Blobs()
-	drop := sp.Drop
 	if sp.Full {
 		held, err := blobs.Keys(ctx, nsTree, k+".")
 		if err != nil {
@@ -100,7 +106,7 @@ func (e *Engine) save(ctx context.Context, tx ports.Tx, g *group.Group) (int, er
 		}
 		written += len(b)
 	}
-	for _, id := range drop {
+	for _, id := range sp.Drop {
 		if err := blobs.Delete(ctx, nsTree, blockKey(k, id)); err != nil {
 			return 0, err
 		}

@@ -157,15 +157,14 @@ func loadChanges(r *codec.Reader, base *Group, psks PSKStore) (*Group, error) {
 		return nil, err
 	}
 	if len(version) == 0 {
-		nodes := make(message.RatchetTree, 0, width)
+		nodes := map[treemath.NodeIndex]*message.Node{}
 		for _, c := range changes {
-			if uint64(c.Index) >= uint64(width) || c.Node == nil || int(c.Index) < len(nodes) {
+			if uint64(c.Index) >= uint64(width) || c.Node == nil || nodes[c.Index] != nil {
 				return nil, fmt.Errorf("%w: node %d of a stored tree of width %d", ErrInvalid, c.Index, width)
 			}
-			nodes = append(nodes, make(message.RatchetTree, int(c.Index)-len(nodes))...)
-			nodes = append(nodes, c.Node)
+			nodes[c.Index] = c.Node
 		}
-		if g.tree, err = ratchettree.Import(g.suite, nodes); err != nil {
+		if g.tree, err = ratchettree.Import(g.suite, denseTree(nodes)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 		if g.tree.Width() != width {

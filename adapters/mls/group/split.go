@@ -263,7 +263,7 @@ func LoadSplit(head []byte, block func(id uint64) ([]byte, error), psks PSKStore
 	if width < 1 || width > 1<<31-1 || (width+1)&width != 0 {
 		return nil, fmt.Errorf("%w: load group: tree width %d", ErrInvalid, width)
 	}
-	nodes := make(message.RatchetTree, width)
+	nodes := map[treemath.NodeIndex]*message.Node{}
 	for _, id := range slices.Sorted(maps.Keys(m)) {
 		b, err := block(id)
 		if err != nil {
@@ -273,11 +273,7 @@ func LoadSplit(head []byte, block func(id uint64) ([]byte, error), psks PSKStore
 			return nil, err
 		}
 	}
-	end := len(nodes)
-	for end > 0 && nodes[end-1] == nil {
-		end--
-	}
-	if g.tree, err = ratchettree.Import(g.suite, nodes[:end]); err != nil {
+	if g.tree, err = ratchettree.Import(g.suite, denseTree(nodes)); err != nil {
 		return nil, fmt.Errorf("%w: load group: %w", ErrInvalid, err)
 	}
 	if g.tree.Width() != width {
@@ -290,8 +286,22 @@ func LoadSplit(head []byte, block func(id uint64) ([]byte, error), psks PSKStore
 	return g, nil
 }
 
+// denseTree lays nodes out in ratchet_tree extension form, up to the last
+// non-blank node.
+func denseTree(nodes map[treemath.NodeIndex]*message.Node) message.RatchetTree {
+	end := 0
+	for x := range nodes {
+		end = max(end, int(x)+1)
+	}
+	out := make(message.RatchetTree, end)
+	for x, n := range nodes {
+		out[x] = n
+	}
+	return out
+}
+
 // decodeBlock reads block id, which must carry tag, into nodes.
-func decodeBlock(b []byte, id uint64, tag []byte, width int, nodes message.RatchetTree) error {
+func decodeBlock(b []byte, id uint64, tag []byte, width int, nodes map[treemath.NodeIndex]*message.Node) error {
 	r := codec.NewReader(b)
 	if got := r.Raw(TagSize); r.Err() == nil && !bytes.Equal(got, tag) {
 		return fmt.Errorf("%w: load group: block %d was stored by another write", ErrInvalid, id)

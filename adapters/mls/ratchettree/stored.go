@@ -82,6 +82,15 @@ func (t *Tree) Patch(width int, changes []NodeChange) error {
 	if width < 1 || width > maxNodes || (width+1)&width != 0 {
 		return fmt.Errorf("%w: width %d", ErrMalformed, width)
 	}
+	// A tree grows only to hold the nodes set: no larger than the full
+	// width that covers them and the tree as it is.
+	need := len(t.nodes)
+	for _, c := range changes {
+		need = max(need, int(min(uint64(c.Index), maxNodes))+1)
+	}
+	if cover := fullWidth(need); width > cover {
+		return fmt.Errorf("%w: width %d for nodes that fit in %d", ErrMalformed, width, cover)
+	}
 	for len(t.nodes) < width { // grow as AddLeaf does
 		t.nodes = append(t.nodes, make([]*message.Node, len(t.nodes)+1)...)
 		if t.hashes != nil {
@@ -128,4 +137,14 @@ func (t *Tree) Patch(width int, changes []NodeChange) error {
 		}
 	}
 	return nil
+}
+
+// fullWidth returns the width of the smallest full tree (2^(d+1)−1 nodes)
+// of at least n nodes.
+func fullWidth(n int) int {
+	w := 1
+	for w < n {
+		w = 2*w + 1
+	}
+	return w
 }
