@@ -14,6 +14,15 @@
 // follows PublicMessage commits. ReInit, external senders and branch
 // PSKs are not supported yet.
 //
+// # State
+//
+// [Group.Marshal] and [Load] keep a group in one blob (state version 2);
+// [Group.MarshalSplit] and [LoadSplit] in parts (version 3): a head, and
+// the ratchet tree's nodes in blocks, of which a later split holds only
+// those that changed. A pending commit is kept whole ([Pending.Marshal])
+// or as its changes to the stored group it was built on
+// ([Pending.MarshalChanges]). [Group.Clone] gives an independent copy.
+//
 // # Errors
 //
 // [ErrWrongEpoch] (as an [*EpochError]) and [ErrWrongGroup] classify

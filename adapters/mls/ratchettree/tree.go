@@ -20,6 +20,13 @@
 // methods. Because reads fill the cache, a Tree is not safe for concurrent
 // use, even by readers only.
 //
+// # Storage
+//
+// A Tree records which nodes change after [Tree.MarkStored], so that a
+// caller storing a tree in parts rewrites only those ([Tree.Changes]);
+// [Tree.Patch] applies such changes to a copy of the stored tree. Clones
+// carry the record along.
+//
 // # Private keys
 //
 // A Tree holds only public data. Private keys live with the member's
