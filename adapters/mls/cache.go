@@ -8,8 +8,10 @@ import (
 )
 
 // DefaultCacheBytes is the default bound of an engine's state cache, in
-// bytes of stored state.
-const DefaultCacheBytes = 32 << 20
+// bytes of stored state; decoded, a state takes about three times its
+// stored size in memory. 8 MiB holds some forty states of a 1,000-member
+// group, or thousands of small ones.
+const DefaultCacheBytes = 8 << 20
 
 // stateCache keeps decoded group states by the tag of the write that
 // stored them, least recently used first out, within a bound on the
