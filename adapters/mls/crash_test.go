@@ -133,8 +133,12 @@ func crashChild(t *testing.T) {
 	}
 	ready := func() {
 		path := os.Getenv(envCrashReady)
-		if err := os.WriteFile(path+".tmp", []byte("ready"), 0o600); err == nil {
+		err := os.WriteFile(path+".tmp", []byte("ready"), 0o600)
+		if err == nil {
 			err = os.Rename(path+".tmp", path)
+		}
+		if err != nil {
+			fail(err)
 		}
 	}
 	for i := range w.commits {
@@ -281,7 +285,8 @@ func testCrash(t *testing.T, k storeKind, mode string) {
 	fresh := b.another(k.open(t, name))
 	sameView(t, "a fresh engine after the kill", fresh.view(gid), view)
 	for i := range done {
-		if _, err := r.engine.Process(ctx, r.tx, gid, w.commits[i]); err == nil {
+		_, err := r.engine.Process(ctx, r.tx, gid, w.commits[i])
+		if err == nil {
 			_, err = r.engine.MergeStaged(ctx, r.tx, gid)
 		}
 		if err != nil {
