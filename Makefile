@@ -9,6 +9,7 @@
 #   make build   every binary into ./bin
 #   make load    the delivery-service load and fault run (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
+#   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
 
 GO        ?= go
 FUZZTIME  ?= 30s
@@ -21,7 +22,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test bench fuzz proto wire lint build load interop tools
+.PHONY: test bench bench-peers fuzz proto wire lint build load interop tools
 
 test:
 	$(GO) vet ./...
@@ -74,6 +75,12 @@ build:
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
 	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s
+
+# The MLS engine and ts-mls 1.6.4 on the same operations at 10, 100 and
+# 1,000 members, in one run, with the ratio per cell. Needs node and npm
+# (npm ci runs when interop/tsmls/node_modules is absent).
+bench-peers:
+	$(GO) run ./interop/tsmls/benchpeers
 
 # Interoperability: the ts-mls driver's self-test, the engine against
 # ts-mls 1.6.4, the mlswg harness scripts, and the long deep_random script.

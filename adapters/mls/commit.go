@@ -45,7 +45,7 @@ func (e *Engine) Commit(ctx context.Context, tx ports.Tx, groupID []byte, opts p
 	if err != nil {
 		return ports.CommitOutput{}, err
 	}
-	b, err := p.Marshal()
+	b, err := p.MarshalChanges(true) // PendingCommit hands the message back
 	if err != nil {
 		return ports.CommitOutput{}, err
 	}
@@ -94,16 +94,15 @@ func (e *Engine) PendingCommit(ctx context.Context, tx ports.Tx, groupID []byte)
 	if err != nil {
 		return ports.CommitOutput{}, err
 	}
-	p, err := group.LoadPending(b, nil)
+	var g *group.Group // the group the commit was built on; none for an external commit
+	if ns == nsPending {
+		if g, err = e.load(ctx, tx, groupID); err != nil {
+			return ports.CommitOutput{}, err
+		}
+	}
+	p, err := group.LoadPending(b, g, nil)
 	if err != nil {
 		return ports.CommitOutput{}, fmt.Errorf("mls engine: stored commit of %x: %w", groupID, err)
-	}
-	g, err := e.load(ctx, tx, groupID)
-	if ns == nsPending && err != nil {
-		return ports.CommitOutput{}, err
-	}
-	if ns == nsExternal {
-		g = nil // the external commit was built on a GroupInfo, not on held state
 	}
 	if p.Proposals, err = g.PendingProposals(p); err != nil {
 		return ports.CommitOutput{}, fmt.Errorf("mls engine: stored commit of %x: %w", groupID, err)

@@ -7,10 +7,14 @@ import (
 )
 
 // FuzzDecodeStaged feeds arbitrary bytes to the decoder of staged-Welcome
-// blobs: it never panics, and what it accepts encodes back to the same
-// bytes (a version-2 group state is passed through whole).
+// blobs, in parts and in one blob: it never panics, and what it accepts
+// encodes back to the same bytes (a version-2 group state is passed
+// through whole).
 func FuzzDecodeStaged(f *testing.F) {
-	b, _ := encodeStaged(time.Unix(1700000000, 5), 3, []byte("state"))
+	b, _ := encodeStaged(stagedBlob{tag: bytes.Repeat([]byte{7}, 16), at: time.Unix(1700000000, 5), signer: 3, head: []byte("head"),
+		blocks: map[uint64][]byte{15: []byte("block 15"), 511: []byte("block 511")}})
+	f.Add(b)
+	b, _ = encodeStaged(stagedBlob{at: time.Unix(1700000000, 5), signer: 3, state: []byte("state")})
 	f.Add(b)
 	f.Add([]byte{2, 0, 3})
 	f.Add([]byte{welcomeVersion})
@@ -25,7 +29,7 @@ func FuzzDecodeStaged(f *testing.F) {
 			}
 			return
 		}
-		out, err := encodeStaged(s.at, s.signer, s.state)
+		out, err := encodeStaged(s)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,17 +15,34 @@
 //
 // # State
 //
-// Keyed by hex group id: namespace "mls.group" holds the current state of
-// each group, "mls.staged" the commit staged by the last Process,
-// "mls.pending" this installation's pending commit, "mls.external" its
-// pending external commit and "mls.staged.external" that commit once
-// Process read it back, and "mls.removal" the removal record of an
-// inactive group. "mls.welcome" holds the Welcomes staged by StageWelcome,
-// keyed by handle (hex group id, epoch and Welcome hash) with their
-// staging time and GroupInfo signer; a blob there that is a bare
-// version-2 group state under a random handle was staged by an engine
-// that kept no more, and loads with both unknown. The blobs hold secrets;
-// the store is trusted with them.
+// Keyed by hex group id: namespace "mls.group" holds the head of each
+// group's current state — everything but the ratchet tree's nodes, which
+// "mls.tree" holds in blocks of up to 31 nodes keyed by hex group id "."
+// block id (group state version 3, [group.Group.MarshalSplit]); a commit
+// rewrites the head and the few blocks its path crosses, not the whole
+// tree. A head names every block with the random tag of the write that
+// stored it, so parts of different writes never load together. A state
+// written by an engine that kept one blob per group (version 2) loads as
+// it is and is stored in parts at its next write. "mls.staged" holds the
+// commit staged by the last Process, "mls.pending" this installation's
+// pending commit, each as its changes to the stored state it was built on;
+// "mls.external" holds this installation's pending external commit and
+// "mls.staged.external" that commit once Process read it back, each whole,
+// and "mls.removal" the removal record of an inactive group. "mls.welcome"
+// holds the Welcomes staged by StageWelcome, keyed by handle (hex group
+// id, epoch and Welcome hash) with a write tag, their staging time and
+// GroupInfo signer; a blob there that is a bare version-2 group state
+// under a random handle was staged by an engine that kept no more, and
+// loads with both unknown. The blobs hold secrets; the store is trusted
+// with them.
+//
+// Every read and write goes through the caller's transaction. An engine
+// keeps recently read and written states decoded (Options.CacheBytes),
+// keyed by the tag of the write that stored them; it reads the head from
+// the transaction first and uses a kept state only for the tag that head
+// carries. A write rolled back or retried, a transaction not yet
+// committed, another Engine value or another process using the same store
+// therefore never make it serve a state the transaction does not see.
 //
 // # Errors
 //

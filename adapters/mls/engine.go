@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -14,7 +15,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/keypackage"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
-	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -30,12 +31,21 @@ type Options struct {
 	PastEpochs int
 	// Clock dates staged Welcomes; nil uses the system clock.
 	Clock ports.Clock
+	// CacheBytes bounds the states the engine keeps decoded between calls,
+	// by their stored size: 0 means DefaultCacheBytes, a negative value
+	// keeps none. A kept state is used only while the caller's
+	// transaction shows exactly the write it came from (see package doc,
+	// State).
+	CacheBytes int
 }
 
-// Engine implements ports.MLS for one installation in suite 0x0003.
+// Engine implements ports.MLS for one installation in suite 0x0003. Its
+// methods may be called from several goroutines, each with its own
+// transaction.
 type Engine struct {
 	suite *ciphersuite.Suite
 	opts  Options
+	cache *stateCache
 }
 
 var _ ports.MLS = (*Engine)(nil)
@@ -49,7 +59,7 @@ func New(opts Options) (*Engine, error) {
 	if _, err := s.SignaturePublicKey(opts.SignaturePrivateKey); err != nil {
 		return nil, fmt.Errorf("mls engine: %w", err)
 	}
-	return &Engine{suite: s, opts: opts}, nil
+	return &Engine{suite: s, opts: opts, cache: newStateCache(opts.CacheBytes)}, nil
 }
 
 func toExtensions(in []ports.Extension) message.Extensions {
@@ -169,10 +179,17 @@ func u16s[T ~uint16](in []T) []uint16 {
 
 // toMember describes the leaf at l for the port.
 func toMember(l uint32, leaf *message.LeafNode) ports.Member {
-	m := ports.Member{LeafIndex: l}
 	if leaf == nil {
-		return m
+		return ports.Member{LeafIndex: l}
 	}
+	m := describe(leaf)
+	m.LeafIndex = l
+	return m
+}
+
+// describe describes a leaf for the port, without its index.
+func describe(leaf *message.LeafNode) ports.Member {
+	var m ports.Member
 	c := &leaf.Capabilities
 	m.SignatureKey, m.InboxID, m.EncryptionKey = leaf.SignatureKey, inboxID(&leaf.Credential), leaf.EncryptionKey
 	m.CredentialType, m.Credential = uint16(leaf.Credential.Type), leaf.Credential.Identity
@@ -182,12 +199,51 @@ func toMember(l uint32, leaf *message.LeafNode) ports.Member {
 	return m
 }
 
-// members lists the non-blank leaves of tree.
-func members(tree *ratchettree.Tree) []ports.Member {
-	var out []ports.Member
-	for _, l := range tree.Members() {
-		out = append(out, toMember(uint32(l), tree.Leaf(l)))
+// leafMemo remembers how leaves were described: a group's leaves outlive
+// its epochs (a tree replaces a leaf, never modifies one), so describing
+// a large group's members again after a commit costs a lookup per leaf,
+// not a credential decoding. It holds at most maxMemoLeaves leaves and
+// forgets them all when full.
+type leafMemo struct {
+	mu sync.Mutex
+	m  map[*message.LeafNode]ports.Member
+}
+
+const maxMemoLeaves = 1 << 13
+
+var memberMemo = &leafMemo{m: map[*message.LeafNode]ports.Member{}}
+
+// membersOf describes the non-blank leaves ls, as leaf reads them.
+func membersOf(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.LeafNode) []ports.Member {
+	out := make([]ports.Member, len(ls))
+	var missing []int
+	c := memberMemo
+	c.mu.Lock()
+	for i, l := range ls {
+		m, ok := c.m[leaf(l)]
+		if !ok {
+			missing = append(missing, i)
+		}
+		m.LeafIndex = uint32(l)
+		out[i] = m
 	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return out
+	}
+	for _, i := range missing {
+		out[i] = toMember(uint32(ls[i]), leaf(ls[i]))
+	}
+	c.mu.Lock()
+	if len(c.m)+len(missing) > maxMemoLeaves {
+		clear(c.m)
+	}
+	for _, i := range missing {
+		if lf := leaf(ls[i]); lf != nil {
+			c.m[lf] = out[i]
+		}
+	}
+	c.mu.Unlock()
 	return out
 }
 
@@ -197,7 +253,7 @@ func view(g *group.Group, removal *ports.Removal) ports.GroupView {
 	gc := g.GroupContext()
 	v := ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, EpochAuthenticator: g.EpochAuthenticator(),
 		TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions), OwnLeaf: uint32(g.Leaf()), Active: g.Active(),
-		Members: members(g.Tree())}
+		Members: membersOf(g.Members(), g.LeafNode)}
 	if !v.Active && removal != nil {
 		v.Removal, v.OwnLeaf = removal, removal.Leaf
 	}

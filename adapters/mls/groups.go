@@ -24,35 +24,12 @@ const (
 	nsStagedExternal = "mls.staged.external"
 	// nsRemoval holds the removal record of an inactive group.
 	nsRemoval = "mls.removal"
+	// nsTree holds the blocks of ratchet tree nodes of the state in
+	// nsGroup, keyed by hex group id "." block id.
+	nsTree = "mls.tree"
 )
 
 func key(groupID []byte) string { return hex.EncodeToString(groupID) }
-
-// load reads a group's state, or an error wrapping ports.ErrGroupNotFound.
-func (e *Engine) load(ctx context.Context, tx ports.Tx, groupID []byte) (*group.Group, error) {
-	b, err := tx.Blobs().Get(ctx, nsGroup, key(groupID))
-	if errors.Is(err, ports.ErrNotFound) {
-		return nil, fmt.Errorf("%w: %x", ports.ErrGroupNotFound, groupID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	g, err := group.Load(b, nil)
-	if err != nil {
-		return nil, fmt.Errorf("mls engine: stored state of %x: %w", groupID, err)
-	}
-	g.SetPastEpochs(e.opts.PastEpochs)
-	return g, nil
-}
-
-// save writes a group's state.
-func save(ctx context.Context, tx ports.Tx, g *group.Group) error {
-	b, err := g.Marshal()
-	if err != nil {
-		return err
-	}
-	return tx.Blobs().Put(ctx, nsGroup, key(g.GroupContext().GroupID), b)
-}
 
 func (e *Engine) active(ctx context.Context, tx ports.Tx, groupID []byte) (*group.Group, error) {
 	g, err := e.load(ctx, tx, groupID)
@@ -161,7 +138,7 @@ func (e *Engine) CreateGroup(ctx context.Context, tx ports.Tx, groupID []byte, s
 	if err := deleteAll(ctx, tx, groupID, nsStaged, nsPending, nsExternal, nsStagedExternal, nsRemoval); err != nil {
 		return ports.GroupView{}, err
 	}
-	if err := save(ctx, tx, g); err != nil {
+	if _, err := e.save(ctx, tx, g); err != nil {
 		return ports.GroupView{}, err
 	}
 	return view(g, nil), nil
@@ -190,7 +167,8 @@ func (e *Engine) Encrypt(ctx context.Context, tx ports.Tx, groupID, plaintext, a
 	if err != nil {
 		return nil, err
 	}
-	return b, save(ctx, tx, g) // the sender's ratchet advanced
+	_, err = e.save(ctx, tx, g) // the sender's ratchet advanced
+	return b, err
 }
 
 // Export derives an exporter secret (RFC 9420 §8.5).

@@ -2,10 +2,12 @@ package mls
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,11 +26,18 @@ var _ ports.MLSWelcomes = (*Engine)(nil)
 
 func treeLeaf(i uint32) treemath.LeafIndex { return treemath.LeafIndex(i) }
 
-// welcomeVersion tags a staged Welcome's blob: the staging time, the
-// GroupInfo signer and the joined group's state. A blob that starts with
-// the group state's own version byte (2) is a staged Welcome of an engine
-// that kept only that state.
-const welcomeVersion = 0x81
+// welcomeVersion tags a staged Welcome's blob: a tag drawn for the write
+// (group.TagSize bytes), the staging time, the GroupInfo signer and the
+// joined group's state in parts (group state version 3: a head tagged with
+// the same tag, and the blocks of tree nodes), which InstallWelcome stores
+// as the group's state as they are. Version welcomeVersionUntagged holds
+// the staging time, the signer and the state in one blob (group state
+// version 2); a blob that starts with the group state's own version byte
+// (2) is a staged Welcome of an engine that kept only that state.
+const (
+	welcomeVersion         = 0x82
+	welcomeVersionUntagged = 0x81
+)
 
 // handle binds a staged Welcome to its group, epoch and bytes: the hex
 // group id, the epoch and a hash of the Welcome, so that one Welcome
@@ -42,21 +51,43 @@ func handlePrefix(groupID []byte) string { return key(groupID) + "." }
 
 // stagedBlob is a decoded staged Welcome.
 type stagedBlob struct {
+	tag    []byte // nil for a blob of an earlier version
 	at     time.Time
 	signer uint32
+	// state is the one-blob state of an earlier version; head and blocks
+	// the state in parts.
 	state  []byte
+	head   []byte
+	blocks map[uint64][]byte
 }
 
-func encodeStaged(at time.Time, signer uint32, state []byte) ([]byte, error) {
-	w := codec.NewWriter(len(state) + 32)
-	w.Uint8(welcomeVersion)
+// encodeStaged writes a staged Welcome's blob: in parts when it has a
+// tag, else as the untagged version.
+func encodeStaged(s stagedBlob) ([]byte, error) {
+	w := codec.NewWriter(len(s.state) + len(s.head) + 64*len(s.blocks) + 64)
+	if s.tag == nil {
+		w.Uint8(welcomeVersionUntagged)
+	} else {
+		w.Uint8(welcomeVersion)
+		w.Raw(s.tag)
+	}
 	ns := uint64(0) // unknown
-	if !at.IsZero() {
-		ns = uint64(at.UnixNano())
+	if !s.at.IsZero() {
+		ns = uint64(s.at.UnixNano())
 	}
 	w.Uint64(ns)
-	w.Uint32(signer)
-	w.Opaque(state)
+	w.Uint32(s.signer)
+	if s.tag == nil {
+		w.Opaque(s.state)
+		return w.Bytes()
+	}
+	w.Opaque(s.head)
+	w.Vector(func(w *codec.Writer) {
+		for _, id := range slices.Sorted(maps.Keys(s.blocks)) {
+			w.Uint64(id)
+			w.Opaque(s.blocks[id])
+		}
+	})
 	return w.Bytes()
 }
 
@@ -65,18 +96,50 @@ func decodeStaged(b []byte) (stagedBlob, error) {
 		return stagedBlob{signer: ports.NoLeaf, state: b}, nil
 	}
 	r := codec.NewReader(b)
-	if v := r.Uint8(); v != welcomeVersion {
+	s := stagedBlob{}
+	switch v := r.Uint8(); v {
+	case welcomeVersion:
+		s.tag = r.Raw(group.TagSize)
+	case welcomeVersionUntagged:
+	default:
 		return stagedBlob{}, fmt.Errorf("staged welcome version %d", v)
 	}
-	s := stagedBlob{}
 	if ns := r.Uint64(); ns != 0 {
 		s.at = time.Unix(0, int64(ns)).UTC()
 	}
-	s.signer, s.state = r.Uint32(), r.Opaque()
+	s.signer = r.Uint32()
+	if s.tag == nil {
+		s.state = r.Opaque()
+		return s, r.Finish()
+	}
+	s.head, s.blocks = r.Opaque(), map[uint64][]byte{}
+	var last uint64
+	r.VectorEach(func(r *codec.Reader) {
+		id := r.Uint64()
+		if len(s.blocks) > 0 && id <= last {
+			r.Failf("block %d out of order", id)
+		}
+		s.blocks[id], last = r.Opaque(), id
+	})
 	return s, r.Finish()
 }
 
+// decodeState decodes the staged group's state, in parts or in one blob.
+func (s stagedBlob) decodeState() (*group.Group, error) {
+	if s.tag == nil {
+		return group.Load(s.state, nil)
+	}
+	return group.LoadSplit(s.head, func(id uint64) ([]byte, error) {
+		b, ok := s.blocks[id]
+		if !ok {
+			return nil, fmt.Errorf("no block %d", id)
+		}
+		return b, nil
+	}, nil)
+}
+
 // loadStaged reads a staged Welcome, or an error wrapping ports.ErrNotFound.
+// The state is the caller's to change: a cached one is cloned.
 func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.Group, stagedBlob, error) {
 	b, err := tx.Blobs().Get(ctx, nsWelcome, h)
 	if errors.Is(err, ports.ErrNotFound) {
@@ -89,9 +152,20 @@ func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.
 	if err != nil {
 		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
 	}
-	g, err := group.Load(s.state, nil)
-	if err != nil {
-		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	var g *group.Group
+	ck := newCacheKey(nsWelcome, h, s.tag)
+	if s.tag != nil {
+		if c := e.cache.get(ck); c != nil {
+			g = c.Clone()
+		}
+	}
+	if g == nil {
+		if g, err = s.decodeState(); err != nil {
+			return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+		}
+		if s.tag != nil {
+			e.cache.put(ck, g.Clone(), len(b))
+		}
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
 	return g, s, nil
@@ -159,18 +233,23 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	} else if !errors.Is(err, ports.ErrNotFound) {
 		return ports.StagedWelcome{}, err
 	}
-	state, err := g.Marshal()
+	s := stagedBlob{tag: make([]byte, group.TagSize), at: e.now().UTC(), signer: g.WelcomeSigner()}
+	if _, err := rand.Read(s.tag); err != nil {
+		return ports.StagedWelcome{}, err
+	}
+	sp, err := g.MarshalSplit(s.tag)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	s := stagedBlob{at: e.now().UTC(), signer: g.WelcomeSigner(), state: state}
-	b, err := encodeStaged(s.at, s.signer, state)
+	s.head, s.blocks = sp.Head, sp.Blocks
+	b, err := encodeStaged(s)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
 	if err := tx.Blobs().Put(ctx, nsWelcome, h, b); err != nil {
 		return ports.StagedWelcome{}, err
 	}
+	e.cache.put(newCacheKey(nsWelcome, h, s.tag), g.Clone(), len(b))
 	return stagedView(h, g, s), nil
 }
 
@@ -184,7 +263,7 @@ func (e *Engine) InstallWelcome(ctx context.Context, tx ports.Tx, h string) (por
 // held state whose epoch is not greater than the Welcome's. It deletes
 // every staged Welcome of the group.
 func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, opts ports.InstallOptions) (ports.GroupView, error) {
-	g, _, err := e.loadStaged(ctx, tx, h)
+	g, s, err := e.loadStaged(ctx, tx, h)
 	if err != nil {
 		return ports.GroupView{}, err
 	}
@@ -201,7 +280,16 @@ func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, 
 	if err := deleteAll(ctx, tx, gid, nsStaged, nsPending, nsExternal, nsStagedExternal, nsRemoval); err != nil {
 		return ports.GroupView{}, err
 	}
-	if err := save(ctx, tx, g); err != nil {
+	if s.tag == nil {
+		_, err = e.save(ctx, tx, g)
+	} else { // the staged parts are the group's state, as they are
+		size := len(s.head)
+		for _, b := range s.blocks {
+			size += len(b)
+		}
+		_, err = e.store(ctx, tx, g, &group.Split{Head: s.head, Blocks: s.blocks, Full: true, Size: size}, s.tag)
+	}
+	if err != nil {
 		return ports.GroupView{}, err
 	}
 	siblings, err := e.handles(ctx, tx, gid)

@@ -12,7 +12,6 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
-	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
@@ -67,11 +66,7 @@ func TestProposalsByReference(t *testing.T) {
 	ctx := context.Background()
 	gid := []byte("by-reference")
 	a, b := pair(t, gid)
-	blob, err := b.tx.blobs.Get(ctx, "mls.group", hex.EncodeToString(gid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := group.Load(blob, nil)
+	g, err := b.engine.LoadGroup(ctx, b.tx, gid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +74,9 @@ func TestProposalsByReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if blob, err = g.Marshal(); err != nil {
+	// The state goes back in the one-blob encoding, which the engine reads.
+	blob, err := g.Marshal()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.tx.blobs.Put(ctx, "mls.group", hex.EncodeToString(gid), blob); err != nil {

@@ -69,14 +69,25 @@ func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) 
 		if r.Sender.Type == framing.SenderNewMemberCommit && m.Public != nil {
 			out.Sender = joinerOf(out.Staged, m.Public.Content.Commit)
 		}
+		if m.Private == nil {
+			return out, nil // staging a PublicMessage commit leaves the group as it was
+		}
 	}
 	// The secret tree and proposal cache moved on: keep them.
-	return out, save(ctx, tx, g)
+	_, err = e.save(ctx, tx, g)
+	return out, err
 }
 
-// stage stores a staged commit under ns and fills out's commit fields.
+// stage stores a staged commit under ns and fills out's commit fields. A
+// commit on the held group is stored as its changes to it; an external
+// commit of this installation, built on a GroupInfo, whole.
 func (e *Engine) stage(ctx context.Context, tx ports.Tx, g *group.Group, p *group.Pending, ns string, out *ports.Processed) error {
-	b, err := p.Marshal()
+	// MergeStaged needs the new epoch, not the message.
+	marshal := func() ([]byte, error) { return p.MarshalChanges(false) }
+	if ns == nsStagedExternal {
+		marshal = p.Marshal
+	}
+	b, err := marshal()
 	if err != nil {
 		return err
 	}
@@ -127,7 +138,7 @@ func (e *Engine) processOwn(ctx context.Context, tx ports.Tx, g *group.Group, m 
 	if err != nil {
 		return ports.Processed{}, false, err
 	}
-	p, err := group.LoadPending(b, nil)
+	p, err := group.LoadPending(b, g, nil)
 	if err != nil {
 		return ports.Processed{}, false, fmt.Errorf("mls engine: stored commit of %x: %w", gid, err)
 	}
@@ -161,7 +172,7 @@ func pendingView(p *group.Pending, g *group.Group) ports.GroupView {
 	}
 	v := ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, EpochAuthenticator: p.EpochAuthenticator(),
 		TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions), OwnLeaf: own, Active: !p.RemovesSelf,
-		Members: members(p.Tree())}
+		Members: membersOf(p.Members(), p.LeafNode)}
 	if p.RemovesSelf {
 		v.Removal = &ports.Removal{Leaf: own, Epoch: gc.Epoch, TreeHash: gc.TreeHash}
 	}
@@ -180,22 +191,24 @@ func (e *Engine) merge(ctx context.Context, tx ports.Tx, groupID []byte, ns stri
 	if err != nil {
 		return ports.GroupView{}, err
 	}
-	p, err := group.LoadPending(b, nil)
+	var g *group.Group // the group the commit was built on; none for an external commit
+	if ns != nsExternal && ns != nsStagedExternal {
+		if g, err = e.load(ctx, tx, groupID); err != nil {
+			return ports.GroupView{}, err
+		}
+	}
+	p, err := group.LoadPending(b, g, nil)
 	if err != nil {
 		return ports.GroupView{}, fmt.Errorf("mls engine: stored commit of %x: %w", groupID, err)
 	}
-	if ns == nsExternal || ns == nsStagedExternal {
+	if g == nil {
 		return e.mergeExternal(ctx, tx, groupID, p)
-	}
-	g, err := e.load(ctx, tx, groupID)
-	if err != nil {
-		return ports.GroupView{}, err
 	}
 	leaf := uint32(g.Leaf())
 	if err := g.MergePending(p); err != nil {
 		return ports.GroupView{}, err
 	}
-	if err := save(ctx, tx, g); err != nil {
+	if _, err := e.save(ctx, tx, g); err != nil {
 		return ports.GroupView{}, err
 	}
 	// Every staged or pending commit belongs to the old epoch now.
@@ -221,7 +234,7 @@ func (e *Engine) mergeExternal(ctx context.Context, tx ports.Tx, groupID []byte,
 		return ports.GroupView{}, fmt.Errorf("mls engine: stored external commit of %x: %w", groupID, err)
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
-	if err := save(ctx, tx, g); err != nil {
+	if _, err := e.save(ctx, tx, g); err != nil {
 		return ports.GroupView{}, err
 	}
 	if err := deleteAll(ctx, tx, groupID, nsStaged, nsPending, nsExternal, nsStagedExternal, nsRemoval); err != nil {

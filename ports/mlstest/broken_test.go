@@ -103,6 +103,21 @@ type brokenEngine struct {
 	kept map[string][]byte
 }
 
+// Encrypt, under ratchet-step-kept, advances the sender's ratchet once
+// more before every message after this engine's first, as an engine
+// would that kept the ratchet step of an earlier, rolled-back call.
+func (b brokenEngine) Encrypt(ctx context.Context, tx ports.Tx, gid, plaintext, aad []byte) ([]byte, error) {
+	if b.rule == "ratchet-step-kept" {
+		if b.kept["encrypted:"+string(gid)] != nil {
+			if _, err := b.Engine.Encrypt(ctx, tx, gid, plaintext, aad); err != nil {
+				return nil, err
+			}
+		}
+		b.kept["encrypted:"+string(gid)] = []byte{1}
+	}
+	return b.Engine.Encrypt(ctx, tx, gid, plaintext, aad)
+}
+
 // blob namespaces of the engine that rules tamper with.
 const (
 	nsGroup   = "mls.group"

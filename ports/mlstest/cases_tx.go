@@ -12,6 +12,7 @@ var txCases = []testCase{
 	{"JOIN-046/FailedTxLeavesNoMergedCommit", testTxCommit},
 	{"JOIN-046/FailedTxLeavesNoProcessedCommit", testTxProcess},
 	{"JOIN-046/FailedTxLeavesNoInstalledWelcome", testTxWelcome},
+	{"JOIN-046/FailedTxLeavesNoRatchetStep", testTxEncrypt},
 }
 
 // errAbort is what the cases' transactions return to roll back.
@@ -117,4 +118,23 @@ func testTxWelcome(e *env) {
 	}
 	b.join(out.Welcome, kp, a)
 	agree(gid, 1, a, b)
+}
+
+// testTxEncrypt: an application message encrypted in a transaction that
+// fails leaves the sender's ratchet where it was, also in an engine that
+// keeps state between calls: the next message takes the same key, so b,
+// having read that message, cannot open the rolled-back one. An engine
+// that kept the rolled-back step would have moved to the next key and
+// left the rolled-back message readable.
+func testTxEncrypt(e *env) {
+	gid, a, b := e.twoMembers("tx-encrypt")
+	var aborted []byte
+	a.abort("Encrypt", func(ctx context.Context, tx ports.Tx) (err error) {
+		aborted, err = a.mls.Encrypt(ctx, tx, gid, []byte("rolled back"), nil)
+		return err
+	})
+	send(gid, a, "after the rollback", b)
+	_, err := b.process(gid, aborted)
+	e.wantClass("the rolled-back message, whose key the next one used", err, ports.ErrUndecryptable)
+	send(gid, b, "back to a", a)
 }

@@ -28,7 +28,9 @@
 //     commit that needs none; a Welcome opens only with its key package.
 //   - Restart: the store is closed and opened again under a new engine
 //     with a commit pending, with a commit staged, and after a join.
-//   - JOIN-046: writes of a transaction that fails are not kept.
+//   - JOIN-046: writes of a transaction that fails are not kept, also by
+//     an engine that keeps state between calls (a rolled-back ratchet
+//     step is taken again).
 //   - FORK-073 and Process: wrong epoch (older, future), undecryptable
 //     (garbled, replayed, forked), invalid (membership tag), unknown
 //     group, and hostile input that never panics and changes nothing.

@@ -64,6 +64,7 @@ var mutations = []struct {
 	{"external-sender-as-member", []string{"External/GroupInfoAndExternalCommit"}},
 	{"no-process-error", []string{"FORK-073/OlderEpochCommitIsWrongEpochOlder", "FORK-073/FutureEpochMessageIsWrongEpochFuture"}},
 	{"expire-everything", []string{"Welcome/ListDiscardExpireAndViewAfterRestart"}},
+	{"ratchet-step-kept", []string{"JOIN-046/FailedTxLeavesNoRatchetStep"}},
 }
 
 // TestSuitePassesRealEngine is the baseline of the mutation test: with

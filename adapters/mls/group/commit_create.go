@@ -228,6 +228,14 @@ func (p *Pending) GroupContext() message.GroupContext { return p.next.gc }
 // Tree returns a copy of the ratchet tree of the epoch the commit leads to.
 func (p *Pending) Tree() *ratchettree.Tree { return p.next.tree.Clone() }
 
+// Members returns the indices of the non-blank leaves of the epoch the
+// commit leads to, in order; [Pending.LeafNode] reads them.
+func (p *Pending) Members() []treemath.LeafIndex { return p.next.tree.Members() }
+
+// LeafNode returns the leaf at l in the epoch the commit leads to, nil
+// when blank; the caller must not modify it.
+func (p *Pending) LeafNode(l treemath.LeafIndex) *message.LeafNode { return p.next.tree.Leaf(l) }
+
 // GroupInfo returns the signed GroupInfo of the epoch a commit of this
 // member leads to.
 func (p *Pending) GroupInfo(withTree bool) (*message.GroupInfo, error) {

@@ -14,6 +14,15 @@
 // follows PublicMessage commits. ReInit, external senders and branch
 // PSKs are not supported yet.
 //
+// # State
+//
+// [Group.Marshal] and [Load] keep a group in one blob (state version 2);
+// [Group.MarshalSplit] and [LoadSplit] in parts (version 3): a head, and
+// the ratchet tree's nodes in blocks, of which a later split holds only
+// those that changed. A pending commit is kept whole ([Pending.Marshal])
+// or as its changes to the stored group it was built on
+// ([Pending.MarshalChanges]). [Group.Clone] gives an independent copy.
+//
 // # Errors
 //
 // [ErrWrongEpoch] (as an [*EpochError]) and [ErrWrongGroup] classify
@@ -172,6 +181,10 @@ func (g *Group) LeafNode(l treemath.LeafIndex) *message.LeafNode { return g.tree
 
 // Tree returns a copy of the current ratchet tree.
 func (g *Group) Tree() *ratchettree.Tree { return g.tree.Clone() }
+
+// Members returns the indices of the non-blank leaves of the current tree,
+// in order; [Group.LeafNode] reads them without copying the tree.
+func (g *Group) Members() []treemath.LeafIndex { return g.tree.Members() }
 
 // Export is the MLS exporter of the current epoch (§8.5).
 func (g *Group) Export(label string, context []byte, length int) ([]byte, error) {

@@ -123,13 +123,8 @@ func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, supplied message.Ratc
 
 // findLeaf returns the index of the leaf equal to ln.
 func findLeaf(tree *ratchettree.Tree, ln *message.LeafNode) (treemath.LeafIndex, error) {
-	want, err := codec.Marshal(ln)
-	if err != nil {
-		return 0, err
-	}
 	for _, l := range tree.Members() {
-		got, err := codec.Marshal(tree.Leaf(l))
-		if err == nil && bytes.Equal(got, want) {
+		if got := tree.Leaf(l); bytes.Equal(got.SignatureKey, ln.SignatureKey) && got.Equal(ln) {
 			return l, nil
 		}
 	}

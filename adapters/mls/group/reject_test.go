@@ -302,7 +302,7 @@ func TestProcessAndPendingRestart(t *testing.T) {
 	if gb, err = group.Load(rb, nil); err != nil {
 		t.Fatal(err)
 	}
-	p2, err := group.LoadPending(raw, nil)
+	p2, err := group.LoadPending(raw, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestProcessAndPendingRestart(t *testing.T) {
 		t.Fatalf("commit: %v", err)
 	}
 	staged, _ := r.Pending.Marshal()
-	p3, err := group.LoadPending(staged, nil)
+	p3, err := group.LoadPending(staged, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

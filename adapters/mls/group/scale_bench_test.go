@@ -14,7 +14,7 @@ import (
 // creator's copath commits with a path, so that the creator's copath nodes
 // are set as in a group that has been in use. It returns the creator and
 // the member at leaf 1.
-func scaleGroup(b *testing.B, n int) (*ciphersuite.Suite, *group.Group, *group.Group) {
+func scaleGroup(b testing.TB, n int) (*ciphersuite.Suite, *group.Group, *group.Group) {
 	b.Helper()
 	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
 	creator := newClient(b, s, "member-0")

@@ -21,14 +21,23 @@ const stateVersion = 2
 // Marshal serialises the whole group state (group context, tree, private
 // keys, epoch secrets, transcript, secret tree positions, cached proposals,
 // resumption PSKs and retained past epochs; for a public view only the
-// public part) so that [Load] restores it after a restart. The encoding holds secrets and the signature key: store
-// it as such.
+// public part) in one blob, state version 2, so that [Load] restores it
+// after a restart. [Group.MarshalSplit] stores the same state in parts.
+// The encoding holds secrets and the signature key: store it as such.
 func (g *Group) Marshal() ([]byte, error) {
 	w := codec.NewWriter(4096)
 	w.Uint8(stateVersion)
 	w.Uint16(uint16(g.suite.ID()))
 	g.gc.MarshalMLS(w)
 	g.tree.Export().MarshalMLS(w)
+	g.marshalRest(w)
+	return w.Bytes()
+}
+
+// marshalRest writes what follows the group context and the tree in every
+// state version: transcript, secrets, proposals, PSKs, leaf keys and past
+// epochs (their leaves as far as they differ from g's tree).
+func (g *Group) marshalRest(w *codec.Writer) {
 	w.Opaque(g.interim)
 	w.Opaque(g.confirmationTag)
 	w.Bool(g.Active())
@@ -37,9 +46,7 @@ func (g *Group) Marshal() ([]byte, error) {
 		g.epoch.MarshalMLS(w)
 		w.Opaque(g.sigPriv)
 		st, err := g.secrets.Encode()
-		if err != nil {
-			return nil, err
-		}
+		w.Fail(err)
 		w.Opaque(st)
 	}
 	w.Vector(func(w *codec.Writer) {
@@ -91,7 +98,6 @@ func (g *Group) Marshal() ([]byte, error) {
 			w.Opaque(v.membership)
 		}
 	})
-	return w.Bytes()
 }
 
 // Load restores a group written by [Group.Marshal]; psks supplies external
@@ -101,26 +107,67 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 	if v := r.Uint8(); v != stateVersion {
 		return nil, fmt.Errorf("%w: group state version %d", ErrInvalid, v)
 	}
+	g, err := newLoaded(r, psks)
+	if err != nil {
+		return nil, err
+	}
+	var rt message.RatchetTree
+	r.Value(&rt)
+	rest := g.loadRest(r)
+	if err := r.Finish(); err != nil {
+		return nil, fmt.Errorf("load group: %w", err)
+	}
+	if g.tree, err = ratchettree.Import(g.suite, rt); err != nil {
+		return nil, fmt.Errorf("load group: %w", err)
+	}
+	if err := g.finishLoad(rest); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// newLoaded reads the suite and the group context of a stored state.
+func newLoaded(r *codec.Reader, psks PSKStore) (*Group, error) {
 	s, err := ciphersuite.Lookup(ciphersuite.ID(r.Uint16()))
 	if err != nil {
 		return nil, err
 	}
 	g := &Group{suite: s, psks: psks, resume: map[uint64][]byte{}}
 	r.Value(&g.gc)
-	var rt message.RatchetTree
-	r.Value(&rt)
+	return g, nil
+}
+
+// storedPast is a past epoch as read, before the current tree is known.
+type storedPast struct {
+	v       view
+	diff    []pastLeaf
+	secrets []byte
+}
+
+// loadedRest is what loadRest read that needs the current tree.
+type loadedRest struct {
+	active  bool
+	secrets []byte
+	past    []storedPast
+}
+
+// loadRest reads what marshalRest wrote; finishLoad completes it once
+// g.tree is set.
+func (g *Group) loadRest(r *codec.Reader) *loadedRest {
+	rest := &loadedRest{}
 	g.interim = r.Opaque()
 	g.confirmationTag = r.Opaque()
-	var st []byte
-	active := r.Bool()
-	if active {
-		if g.priv, err = treekem.DecodePrivateState(s, r); err != nil {
-			return nil, err
+	rest.active = r.Bool()
+	if rest.active {
+		var err error
+		if g.priv, err = treekem.DecodePrivateState(g.suite, r); err != nil {
+			r.Fail(err)
+			return rest
 		}
 		g.epoch = &keyschedule.Epoch{}
 		r.Value(g.epoch)
 		g.sigPriv = r.Opaque()
-		st = r.Opaque()
+		rest.secrets = r.Opaque()
 	}
 	r.VectorEach(func(r *codec.Reader) {
 		c := cached{ref: r.Opaque(), proposal: new(message.Proposal)}
@@ -143,12 +190,6 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 		g.leafKeys[string(pub)] = r.Opaque()
 	})
 	g.maxPast = int(r.Uint32())
-	type storedPast struct {
-		v       view
-		diff    []pastLeaf
-		secrets []byte
-	}
-	var past []storedPast
 	r.VectorEach(func(r *codec.Reader) {
 		p := storedPast{v: view{epoch: r.Uint64(), gcBytes: r.Opaque()}}
 		r.VectorEach(func(r *codec.Reader) {
@@ -161,32 +202,36 @@ func Load(b []byte, psks PSKStore) (*Group, error) {
 		})
 		p.secrets = r.Opaque()
 		p.v.senderData, p.v.membership = r.Opaque(), r.Opaque()
-		past = append(past, p)
+		rest.past = append(rest.past, p)
 	})
-	if err := r.Finish(); err != nil {
-		return nil, fmt.Errorf("load group: %w", err)
-	}
-	if g.tree, err = ratchettree.Import(s, rt); err != nil {
-		return nil, fmt.Errorf("load group: %w", err)
-	}
-	for _, p := range past {
+	return rest
+}
+
+// finishLoad rebuilds the past epochs' leaves and the secret trees once
+// g.tree is set.
+func (g *Group) finishLoad(rest *loadedRest) error {
+	var err error
+	for _, p := range rest.past {
 		if p.v.leaves, err = applyLeafDiff(g.tree, p.diff); err == nil {
-			p.v.secrets, err = secrettree.Decode(s, p.secrets)
+			p.v.secrets, err = secrettree.Decode(g.suite, p.secrets)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load group: past epoch %d: %w", p.v.epoch, err)
+			return fmt.Errorf("load group: past epoch %d: %w", p.v.epoch, err)
 		}
 		g.past = append(g.past, p.v)
 	}
-	if active {
-		if g.secrets, err = secrettree.Decode(s, st); err != nil {
-			return nil, fmt.Errorf("load group: %w", err)
+	if rest.active {
+		if g.priv == nil {
+			return fmt.Errorf("%w: load group: no private state", ErrInvalid)
+		}
+		if g.secrets, err = secrettree.Decode(g.suite, rest.secrets); err != nil {
+			return fmt.Errorf("load group: %w", err)
 		}
 	}
 	if g.gcBytes, err = codec.Marshal(&g.gc); err != nil {
-		return nil, err
+		return err
 	}
-	return g, nil
+	return nil
 }
 
 // leafDiff returns the leaves of a past epoch that differ from cur's, in

@@ -29,3 +29,13 @@ func (e *Epoch) Erase() {
 		clear(*f)
 	}
 }
+
+// Clone returns a copy of the epoch whose secrets are copies, so that
+// erasing one leaves the other intact.
+func (e *Epoch) Clone() *Epoch {
+	c := *e
+	for _, f := range c.fields() {
+		*f = append([]byte(nil), *f...)
+	}
+	return &c
+}

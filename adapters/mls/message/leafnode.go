@@ -131,12 +131,23 @@ func (n *LeafNode) Sign(s *ciphersuite.Suite, priv, groupID []byte, leaf uint32)
 // Verify checks n.Signature under n.SignatureKey; failure wraps
 // ciphersuite.ErrBadSignature.
 func (n *LeafNode) Verify(s *ciphersuite.Suite, groupID []byte, leaf uint32) error {
-	tbs, err := n.TBS(groupID, leaf)
+	c, err := n.SignatureCheck(groupID, leaf)
 	if err != nil {
 		return err
 	}
-	if err := s.VerifyWithLabel(n.SignatureKey, leafNodeSignLabel, tbs, n.Signature); err != nil {
+	if err := s.VerifyWithLabel(c.PublicKey, c.Label, c.Content, c.Signature); err != nil {
 		return fmt.Errorf("verify leaf node: %w", err)
 	}
 	return nil
+}
+
+// SignatureCheck returns the check [LeafNode.Verify] makes, for
+// [ciphersuite.Suite.VerifyAllWithLabel]: n.Signature under
+// n.SignatureKey over the LeafNodeTBS of leaf in the group.
+func (n *LeafNode) SignatureCheck(groupID []byte, leaf uint32) (ciphersuite.SignatureCheck, error) {
+	tbs, err := n.TBS(groupID, leaf)
+	if err != nil {
+		return ciphersuite.SignatureCheck{}, err
+	}
+	return ciphersuite.SignatureCheck{PublicKey: n.SignatureKey, Label: leafNodeSignLabel, Content: tbs, Signature: n.Signature}, nil
 }

@@ -16,6 +16,9 @@ func (t *Tree) BlankPath(l treemath.LeafIndex) error {
 	}
 	t.changed(x)
 	for _, p := range treemath.DirectPath(x, t.LeafCount()) {
+		if t.nodes[p] != nil {
+			t.touch(p)
+		}
 		t.nodes[p] = nil
 	}
 	return nil
@@ -46,12 +49,14 @@ func (t *Tree) AddLeaf(leaf *message.LeafNode) (treemath.LeafIndex, error) {
 	}
 	l := treemath.LeafIndex(idx / 2)
 	t.changed(l.Node()) // the leaf and the unmerged_leaves above it
+	t.touch(l.Node())
 	t.nodes[idx] = &message.Node{Type: message.NodeLeaf, Leaf: leaf}
 	for _, p := range treemath.DirectPath(l.Node(), t.LeafCount()) {
 		if pn := t.ParentNode(p); pn != nil {
 			i, found := slices.BinarySearch(pn.UnmergedLeaves, uint32(l))
 			if !found {
 				pn.UnmergedLeaves = slices.Insert(pn.UnmergedLeaves, i, uint32(l))
+				t.touch(p)
 			}
 		}
 	}
@@ -79,6 +84,7 @@ func (t *Tree) RemoveLeaf(l treemath.LeafIndex) error {
 		return err
 	}
 	t.nodes[l.Node()] = nil // BlankPath dropped the leaf's cached hashes
+	t.touch(l.Node())
 	t.Truncate()
 	return nil
 }

@@ -20,6 +20,13 @@
 // methods. Because reads fill the cache, a Tree is not safe for concurrent
 // use, even by readers only.
 //
+// # Storage
+//
+// A Tree records which nodes change after [Tree.MarkStored], so that a
+// caller storing a tree in parts rewrites only those ([Tree.Changes]);
+// [Tree.Patch] applies such changes to a copy of the stored tree. Clones
+// carry the record along.
+//
 // # Private keys
 //
 // A Tree holds only public data. Private keys live with the member's
@@ -59,6 +66,9 @@ type Tree struct {
 	// hashes[x] is the tree hash of the subtree at x, nil until computed
 	// or after a change below x; nil or len(nodes) long.
 	hashes [][]byte
+	// store tracks the changes since the tree was last stored; nil when
+	// it never was.
+	store *stored
 }
 
 // New returns a one-leaf tree holding leaf, as a group's creator starts.
@@ -114,7 +124,7 @@ func (t *Tree) Export() message.RatchetTree {
 // its methods. Leaf nodes are shared: a tree replaces a leaf, never
 // modifies one, so an unchanged leaf stays the same pointer in every copy.
 func (t *Tree) Clone() *Tree {
-	c := &Tree{suite: t.suite, nodes: make([]*message.Node, len(t.nodes))}
+	c := &Tree{suite: t.suite, nodes: make([]*message.Node, len(t.nodes)), store: t.store.clone()}
 	if t.hashes != nil {
 		c.hashes = append([][]byte(nil), t.hashes...) // the hashes themselves are never modified
 	}
@@ -195,6 +205,7 @@ func (t *Tree) SetLeaf(l treemath.LeafIndex, leaf *message.LeafNode) error {
 		return fmt.Errorf("%w: leaf %d of %d", ErrOutOfRange, l, t.LeafCount())
 	}
 	t.changed(l.Node())
+	t.touch(l.Node())
 	if leaf == nil {
 		t.nodes[l.Node()] = nil
 		return nil
@@ -209,6 +220,7 @@ func (t *Tree) SetParent(x treemath.NodeIndex, p *message.ParentNode) error {
 		return fmt.Errorf("%w: parent node %d", ErrOutOfRange, x)
 	}
 	t.changed(x)
+	t.touch(x)
 	if p == nil {
 		t.nodes[x] = nil
 		return nil
@@ -224,6 +236,7 @@ func (t *Tree) SetParentHash(x treemath.NodeIndex, parentHash []byte) error {
 		return fmt.Errorf("%w: parent node %d is blank or not a parent", ErrOutOfRange, x)
 	}
 	t.changed(x)
+	t.touch(x)
 	p.ParentHash = parentHash
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 )
@@ -46,11 +47,25 @@ func (t *Tree) Validate(opts *ValidateOptions) error {
 // capabilities (§7.2).
 func defaultExtension(e message.ExtensionType) bool { return e >= 1 && e <= 5 }
 
+// validateLeaves checks every leaf in index order and reports the first
+// that fails; the signatures of all leaves are verified together first
+// (ciphersuite.Suite.VerifyAllWithLabel), with the verdict single
+// verification gives each.
 func (t *Tree) validateLeaves(opts *ValidateOptions) error {
-	for _, l := range t.Members() {
-		leaf := t.Leaf(l)
-		if err := leaf.Verify(t.suite, opts.GroupID, uint32(l)); err != nil {
+	members := t.Members()
+	checks := make([]ciphersuite.SignatureCheck, len(members))
+	for i, l := range members {
+		c, err := t.Leaf(l).SignatureCheck(opts.GroupID, uint32(l))
+		if err != nil {
 			return fmt.Errorf("%w: leaf %d: %v", ErrInvalid, l, err)
+		}
+		checks[i] = c
+	}
+	verdicts := t.suite.VerifyAllWithLabel(checks)
+	for i, l := range members {
+		leaf := t.Leaf(l)
+		if err := verdicts[i]; err != nil {
+			return fmt.Errorf("%w: leaf %d: verify leaf node: %v", ErrInvalid, l, err)
 		}
 		if leaf.Source < message.SourceKeyPackage || leaf.Source > message.SourceCommit {
 			return fmt.Errorf("%w: leaf %d: source %d", ErrInvalid, l, leaf.Source)

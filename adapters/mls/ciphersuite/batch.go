@@ -1,0 +1,53 @@
+package ciphersuite
+
+import (
+	"crypto/ed25519"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/adapters/mls/internal/ed25519batch"
+)
+
+// SignatureCheck is one [Suite.VerifyWithLabel] call for
+// [Suite.VerifyAllWithLabel].
+type SignatureCheck struct {
+	PublicKey []byte
+	Label     string
+	Content   []byte
+	Signature []byte
+}
+
+// VerifyAllWithLabel checks every signature and returns, per check, what
+// [Suite.VerifyWithLabel] returns for it: nil, or an error wrapping
+// ErrBadSignature or ErrInvalidKey. It accepts exactly what
+// VerifyWithLabel accepts. In Ed25519 suites the signatures are verified
+// in batches spread over the available cores, with crypto/ed25519's
+// verdict for each (see package internal/ed25519batch); a check that
+// fails is verified again on its own for its error.
+func (s *Suite) VerifyAllWithLabel(checks []SignatureCheck) []error {
+	out := make([]error, len(checks))
+	if s.r.sig != Ed25519 {
+		for i, c := range checks {
+			out[i] = s.VerifyWithLabel(c.PublicKey, c.Label, c.Content, c.Signature)
+		}
+		return out
+	}
+	batch := make([]ed25519batch.Check, len(checks))
+	for i, c := range checks {
+		tbs, err := labeled(c.Label, c.Content)
+		if err != nil {
+			out[i] = err
+			continue
+		}
+		batch[i] = ed25519batch.Check{PublicKey: c.PublicKey, Message: tbs, Signature: c.Signature}
+	}
+	for i, ok := range ed25519batch.Verify(batch) {
+		switch {
+		case out[i] != nil || ok:
+		case len(checks[i].PublicKey) != ed25519.PublicKeySize:
+			out[i] = fmt.Errorf("%w: Ed25519 public key of %d bytes", ErrInvalidKey, len(checks[i].PublicKey))
+		default:
+			out[i] = ErrBadSignature
+		}
+	}
+	return out
+}
