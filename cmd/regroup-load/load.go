@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os/exec"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/regroup-mls/regroup/adapters/grpctransport"
@@ -28,70 +25,6 @@ type result struct {
 	summary  string
 }
 
-// daemon is one regroupd process.
-type daemon struct {
-	cmd    *exec.Cmd
-	addr   string
-	exited chan error
-}
-
-func startDaemon(bin, listen, database, schema string) (*daemon, error) {
-	// The run measures the server, not its rate limits: every token
-	// bucket (connection, installation, server) is off.
-	args := []string{"-listen", listen, "-health-listen", "", "-database", database,
-		"-rate", "-1", "-identity-rate", "-1", "-global-rate", "-1", "-log-level", "info"}
-	if schema != "" {
-		args = append(args, "-postgres-schema", schema)
-	}
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	d := &daemon{cmd: cmd, exited: make(chan error, 1)}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "regroupd listening" {
-				addr, _ := line["grpc_addr"].(string)
-				ready <- addr
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	go func() { d.exited <- cmd.Wait() }()
-	select {
-	case d.addr = <-ready:
-		return d, nil
-	case err := <-d.exited:
-		return nil, fmt.Errorf("regroupd exited before listening: %v", err)
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		return nil, errors.New("regroupd did not listen within 30s")
-	}
-}
-
-func (d *daemon) kill() {
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.exited
-}
-
-func (d *daemon) stop() error {
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.exited:
-		return err
-	case <-time.After(20 * time.Second):
-		d.kill()
-		return errors.New("regroupd ignored SIGTERM for 20s")
-	}
-}
-
 type ack struct {
 	topic   int
 	id      uint64
@@ -101,12 +34,21 @@ type ack struct {
 // runLoad runs one timed load against a fresh regroupd; with fault it
 // kills regroupd with SIGKILL halfway and restarts it on the same address.
 func runLoad(ctx context.Context, p params, database, schema string, fault bool) (result, error) {
-	d, err := startDaemon(p.bin, "127.0.0.1:0", database, schema)
+	da := daemonArgs{bin: p.bin, listen: "127.0.0.1:0", database: database, schema: schema, pprof: p.profileDir != ""}
+	d, err := startDaemon(da)
 	if err != nil {
 		return result{}, err
 	}
 	addr := d.addr
 	defer func() { d.stop() }()
+	if p.profileDir != "" && !fault {
+		go func() {
+			path := filepath.Join(p.profileDir, fmt.Sprintf("regroupd-%s.pprof", map[bool]string{true: "postgres", false: "sqlite"}[schema != ""]))
+			if err := d.profile(ctx, max(int(p.duration/time.Second)-2, 1), path); err != nil {
+				fmt.Fprintln(os.Stderr, "regroup-load: profile:", err)
+			}
+		}()
+	}
 
 	topics := make([][]byte, p.topics)
 	for i := range topics {
@@ -211,15 +153,9 @@ func runLoad(ctx context.Context, p params, database, schema string, fault bool)
 		time.Sleep(p.duration / 2)
 		d.kill()
 		t0 := time.Now()
-		for {
-			if d, err = startDaemon(p.bin, addr, database, schema); err == nil {
-				break
-			}
-			if time.Since(t0) > 20*time.Second {
-				wg.Wait()
-				return result{}, fmt.Errorf("restart after SIGKILL: %w", err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if d, err = restartDaemon(da, d); err != nil {
+			wg.Wait()
+			return result{}, err
 		}
 		restart = time.Since(t0)
 	}
@@ -305,7 +241,13 @@ func runLoad(ctx context.Context, p params, database, schema string, fault bool)
 			break
 		}
 		if time.Now().After(catchUp) {
-			return res, errors.New("reader did not catch up within 20s (it missed an envelope)")
+			readMu.Lock()
+			got, want := 0, 0
+			for i := range topics {
+				got, want = got+len(delivered[i]), want+len(storedIDs[i])
+			}
+			readMu.Unlock()
+			return res, fmt.Errorf("reader did not catch up within 20s: it delivered %d of %d stored envelopes (a missed envelope, or a reader slower than the publishers)", got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

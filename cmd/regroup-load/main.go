@@ -39,6 +39,9 @@ type params struct {
 	topics     int
 	duration   time.Duration
 	payload    int
+	// profileDir, when set, receives a CPU profile of regroupd during
+	// each steady run.
+	profileDir string
 }
 
 func main() {
@@ -49,6 +52,7 @@ func main() {
 	flag.IntVar(&p.topics, "topics", 8, "group-message topics the publishers spread over")
 	flag.DurationVar(&p.duration, "duration", 10*time.Second, "length of each timed run")
 	flag.IntVar(&p.payload, "payload", 256, "bytes per envelope payload")
+	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
 	if _, err := os.Stat(p.bin); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"sync"
 	"time"
 
@@ -128,7 +129,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		}()
 	}
 	if cfg.HealthListen != "" {
-		if err := s.startHealth(cfg.HealthListen); err != nil {
+		if err := s.startHealth(cfg.HealthListen, cfg.Pprof); err != nil {
 			s.stop()
 			return nil, err
 		}
@@ -146,8 +147,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 }
 
 // startHealth serves GET /healthz (200 "ok" when the database answers)
-// and GET /metrics (Prometheus text format, see metrics.go).
-func (s *server) startHealth(addr string) error {
+// and GET /metrics (Prometheus text format, see metrics.go), and with
+// pprof the Go profiles under /debug/pprof/.
+func (s *server) startHealth(addr string, pprof bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("health listen: %w", err)
@@ -167,6 +169,13 @@ func (s *server) startHealth(addr string) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.healthLn = ln
 	s.wg.Add(1)
