@@ -33,7 +33,7 @@ type appendReq struct {
 // fsync serves many appends; the appends of a group take ids from the
 // shared counter in queue order and become visible together, so on every
 // topic ids follow commit order and a reader re-reading from its cursor
-// never misses an envelope. On PostgreSQL several writers each run a
+// never misses an envelope. On PostgreSQL a few writers (Options.Writers) each run a
 // group as one statement (see appendFunction), whose topic locks keep
 // every topic's ids in commit order.
 type groupCommitter struct {

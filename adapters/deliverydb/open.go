@@ -32,6 +32,12 @@ type Options struct {
 	// BusyTimeout is how long a SQLite writer waits for another process's
 	// lock; default 10s.
 	BusyTimeout time.Duration
+	// Writers, on PostgreSQL, is how many group statements append at
+	// once, each on its own connection; default 2. One writer makes the
+	// largest groups (the fewest statements per envelope); a second keeps
+	// appends moving while a statement waits for a topic another
+	// process's append holds.
+	Writers int
 	// Hooks receive the store's measurements (sequence-id waits, database
 	// errors, retries) as they happen.
 	Hooks Hooks
@@ -107,7 +113,10 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 		return nil, err
 	}
 	st.schema, st.dsn, st.notify, st.hooks = o.Schema, dsn, o.Notify, o.Hooks
-	st.group = newGroupCommitter(st, min(pgWriters, o.MaxOpenConns), postgresCommit)
+	if o.Writers <= 0 {
+		o.Writers = 2
+	}
+	st.group = newGroupCommitter(st, min(o.Writers, o.MaxOpenConns), postgresCommit)
 	return st, nil
 }
 

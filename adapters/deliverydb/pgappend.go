@@ -71,8 +71,6 @@ BEGIN
 END
 $fn$`
 
-// pgWriters is how many statements the PostgreSQL writer runs at once.
-const pgWriters = 4
 
 // pgAppend stores the requests of one group in one call of
 // delivery_append and reports each request's ids (or its error) in it.
@@ -212,3 +210,4 @@ func (s *Store) pgAppendOnce(reqs []*appendReq) error {
 	}
 	return nil
 }
+

@@ -25,15 +25,16 @@
 //  3. record each topic's new highest id and insert the envelopes.
 //
 // On PostgreSQL the counter is the sequence delivery_sequence_ids (CACHE 1,
-// so values increase in the order nextval is called, across sessions) and
-// publishes to different topics commit in parallel. Steps 1 to 3 run in
-// one round trip, the function delivery_take_ids (migration 2), whose
-// statements run in that order; the envelopes are inserted next. Why the
-// ordering holds:
+// so values increase in the order nextval is called, across sessions).
+// Appends that queue while a writer is busy form a group, and the writer
+// runs steps 1 to 3 and the inserts for the whole group in one statement,
+// the function delivery_append (migration 4), which is its own
+// transaction; a few writers (Options.Writers) run groups in parallel,
+// and so do other processes sharing the database. Why the ordering holds:
 //
-//   - Same topic: a batch calls nextval only while it holds the topic's
+//   - Same topic: a group calls nextval only while it holds the topic's
 //     row lock, and keeps that lock until it commits or rolls back. A
-//     second batch on the topic gets the lock, and so calls nextval, only
+//     second group on the topic gets the lock, and so calls nextval, only
 //     after the first has ended, so its ids are higher and it becomes
 //     visible later. Within one topic id order is commit order: a reader
 //     that has seen id x of a topic will never later see a lower id of
@@ -59,10 +60,11 @@
 // # Dedup keys and pages
 //
 // Migration 3 adds an optional dedup key per envelope, unique per topic:
-// Append looks each key up in its transaction (after the topic locks on
-// SQLite's single writer; on PostgreSQL a concurrent duplicate fails the
-// unique index and is retried by its publisher) and hands back the stored
-// id. Range caps a page in bytes as it reads (see [Store.Range]).
+// Append looks each key up in its transaction, after it holds the
+// topic (SQLite's single writer; on PostgreSQL the topic's row lock, so
+// two appends of one key to one topic cannot both insert it, from any
+// process), and hands back the stored id. A key repeated within a group
+// takes the id of its first envelope. Range caps a page in bytes as it reads (see [Store.Range]).
 //
 // # Errors
 //
@@ -120,7 +122,7 @@ type Store struct {
 	// handler's sleeps.
 	writeMu *sync.Mutex
 	// group runs the writers, which commit appends in groups: SQLite's
-	// single writer, or PostgreSQL's pgWriters, whose groups commit in
+	// single writer, or PostgreSQL's Options.Writers, whose groups commit in
 	// parallel except where they share a topic row.
 	group  *groupCommitter
 	hooks  Hooks

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
@@ -47,12 +48,14 @@ type params struct {
 func main() {
 	var p params
 	var requirePG bool
+	var only string
 	flag.StringVar(&p.bin, "regroupd", "./bin/regroupd", "path of the regroupd binary to run")
 	flag.IntVar(&p.publishers, "publishers", 16, "concurrent publishers (one connection each)")
 	flag.IntVar(&p.topics, "topics", 8, "group-message topics the publishers spread over")
 	flag.DurationVar(&p.duration, "duration", 10*time.Second, "length of each timed run")
 	flag.IntVar(&p.payload, "payload", 256, "bytes per envelope payload")
 	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
+	flag.StringVar(&only, "databases", "sqlite,postgres", "the databases to run, comma-separated")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
 	if _, err := os.Stat(p.bin); err != nil {
@@ -69,8 +72,13 @@ func main() {
 	type db struct {
 		name, database string
 	}
-	dbs := []db{{name: "sqlite", database: filepath.Join(dir, "steady.db")}}
-	if dsn := os.Getenv("REGROUP_POSTGRES_DSN"); dsn != "" {
+	var dbs []db
+	if strings.Contains(only, "sqlite") {
+		dbs = append(dbs, db{name: "sqlite", database: filepath.Join(dir, "steady.db")})
+	}
+	if !strings.Contains(only, "postgres") {
+		// not asked for
+	} else if dsn := os.Getenv("REGROUP_POSTGRES_DSN"); dsn != "" {
 		dbs = append(dbs, db{name: "postgres", database: dsn})
 	} else if requirePG {
 		fmt.Fprintln(os.Stderr, "regroup-load: REGROUP_POSTGRES_DSN is unset and PostgreSQL is required")
