@@ -71,7 +71,6 @@ BEGIN
 END
 $fn$`
 
-
 // pgAppend stores the requests of one group in one call of
 // delivery_append and reports each request's ids (or its error) in it.
 // Envelopes whose dedup key comes earlier in the group take that
@@ -210,4 +209,3 @@ func (s *Store) pgAppendOnce(reqs []*appendReq) error {
 	}
 	return nil
 }
-

@@ -40,22 +40,25 @@ type server struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	timeout  time.Duration
+	metrics  *metrics
 }
 
-func openStore(ctx context.Context, cfg config) (*deliverydb.Store, error) {
+func openStore(ctx context.Context, cfg config, hooks deliverydb.Hooks) (*deliverydb.Store, error) {
 	if cfg.postgres() {
-		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema, Notify: cfg.PostgresNotify})
+		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema,
+			Notify: cfg.PostgresNotify, Writers: cfg.PostgresWriters, MaxOpenConns: cfg.PostgresConns, Hooks: hooks})
 	}
-	return deliverydb.OpenSQLite(ctx, cfg.Database, nil)
+	return deliverydb.OpenSQLite(ctx, cfg.Database, &deliverydb.Options{Hooks: hooks})
 }
 
 // start opens the database, listens, and serves until stop.
 func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
-	store, err := openStore(ctx, cfg)
+	m := newMetrics()
+	store, err := openStore(ctx, cfg, m.hooks())
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout}
+	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout, metrics: m}
 	var kpv delivery.KeyPackageValidator
 	if cfg.CheckKeyPackages {
 		if kpv, err = keyPackageAdmission(); err != nil {
@@ -73,6 +76,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		MaxPageBytes:        cfg.MaxPageBytes,
 		ReadBudgetBytes:     cfg.ReadBudgetBytes,
 		MaxCursors:          cfg.MaxCursorsPerSubscription,
+		Observer:            m,
 	})
 	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
 		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst,

@@ -209,6 +209,9 @@ func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelop
 			sub.buf, sub.sizes = sub.buf[1:], sub.sizes[1:]
 			sub.cursors[sub.bufTopic] = e.GetSequenceId()
 			sub.lastSize = n
+			if c := sub.svc.opts.Clock; c != nil {
+				sub.svc.opts.Observer.Delivered(time.Duration(c.Now().UnixNano() - e.GetServerTimestampNs()))
+			}
 			return e, nil
 		}
 		if err := sub.ended(); err != nil {
