@@ -15,11 +15,23 @@
 //     received exactly what each topic holds;
 //   - raw insert rate: single-row INSERTs into a plain table of the same
 //     database by the same number of writers, the reference the
-//     throughput is read against.
+//     throughput is read against;
+//   - replica runs (on PostgreSQL, with -replicas N): N regroupd processes
+//     share the database with -postgres-notify; every publisher spreads
+//     its calls over all of them (grpctransport.DialReplicas), one reader
+//     subscribes to each, and every reader must receive exactly what each
+//     topic holds, in order; then the same with one process SIGKILLed and
+//     restarted halfway. The throughput of N processes is printed against
+//     the steady run's one.
+//
+// During each steady run it scrapes every process's /metrics and prints
+// the figures beside its own (publishes against acknowledgements,
+// latency and lag histograms), so the two can be checked against each
+// other.
 //
 // It exits non-zero when any check fails.
 //
-//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s]
+//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s] [-replicas 3]
 package main
 
 import (
@@ -43,6 +55,9 @@ type params struct {
 	// profileDir, when set, receives a CPU profile of regroupd during
 	// each steady run.
 	profileDir string
+	// replicas, when above 1, adds on PostgreSQL the replica runs: that
+	// many regroupd processes sharing the database.
+	replicas int
 }
 
 func main() {
@@ -55,6 +70,7 @@ func main() {
 	flag.DurationVar(&p.duration, "duration", 10*time.Second, "length of each timed run")
 	flag.IntVar(&p.payload, "payload", 256, "bytes per envelope payload")
 	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
+	flag.IntVar(&p.replicas, "replicas", 0, "on PostgreSQL, also run this many regroupd replicas sharing the database (steady, and with one SIGKILLed); 0 or 1 skips")
 	flag.StringVar(&only, "databases", "sqlite,postgres", "the databases to run, comma-separated")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
@@ -88,7 +104,7 @@ func main() {
 	}
 	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, loopback gRPC\n\n",
 		p.publishers, p.topics, p.duration, p.payload)
-	fmt.Printf("%-9s %-7s %9s %11s %9s %9s %12s  %s\n", "database", "run", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "checks")
+	fmt.Printf("%-9s %-15s %5s %9s %11s %9s %9s %12s %7s  %s\n", "database", "run", "procs", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "ratio", "checks")
 	failed := false
 	for _, d := range dbs {
 		ctx := context.Background()
@@ -112,18 +128,30 @@ func main() {
 			failed = true
 			continue
 		}
-		for _, fault := range []bool{false, true} {
-			database, schema, drop := fresh(map[bool]string{false: "steady.db", true: "fault.db"}[fault])
-			res, err := runLoad(ctx, p, database, schema, fault)
+		runs := []run{{name: "steady", replicas: 1}, {name: "fault", replicas: 1, fault: true}}
+		if d.name == "postgres" && p.replicas > 1 {
+			runs = append(runs, run{name: "replicas", replicas: p.replicas}, run{name: "replicas-fault", replicas: p.replicas, fault: true})
+		}
+		rates := map[string]float64{}
+		for _, rn := range runs {
+			database, schema, drop := fresh(rn.name + ".db")
+			res, err := runLoad(ctx, p, database, schema, rn)
 			drop()
-			run := map[bool]string{false: "steady", true: "fault"}[fault]
 			if err != nil {
-				fmt.Printf("%-9s %-7s FAILED: %v\n", d.name, run, err)
+				fmt.Printf("%-9s %-15s %5d FAILED: %v\n", d.name, rn.name, rn.replicas, err)
 				failed = true
 				continue
 			}
-			fmt.Printf("%-9s %-7s %9d %11.0f %9s %9s %12.0f  %s\n", d.name, run, res.acked,
-				float64(res.acked)/res.elapsed.Seconds(), res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), raw, res.summary)
+			rate := float64(res.acked) / res.elapsed.Seconds()
+			rates[rn.name] = rate
+			fmt.Printf("%-9s %-15s %5d %9d %11.0f %9s %9s %12.0f %7.2f  %s\n", d.name, rn.name, rn.replicas, res.acked,
+				rate, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), raw, rate/raw, res.summary)
+			if res.metrics != nil {
+				fmt.Printf("%-9s %-15s %5s  %s\n", "", "", "", res.metrics.summary(res.acked))
+			}
+		}
+		if one, n := rates["steady"], rates["replicas"]; one > 0 && n > 0 {
+			fmt.Printf("%-9s %d replicas against 1: %.0f against %.0f envelopes/s, %.2f×\n", d.name, p.replicas, n, one, n/one)
 		}
 	}
 	if failed {
