@@ -110,3 +110,64 @@ func TestObserver_PublishesRefusalsDeliveries(t *testing.T) {
 		t.Fatalf("delivery lags = %v, want 3 of 1.5s (the clock moved 1.5s after the publishes)", rec.lags)
 	}
 }
+
+// COMP-140: TryNext hands out only what a subscription already read —
+// the rest of its page, in order — and never reads or waits; the page's
+// read budget goes back as the envelopes are taken.
+func TestCOMP140_TryNextTakesOnlyThePageAtHand(t *testing.T) {
+	store := newMemStore()
+	svc := New(store, withClock(nil))
+	c := ctx(t)
+	topic := transporttest.RandomGroupTopic()
+	var ids []uint64
+	for i := range 3 {
+		got, err := svc.Publish(c, authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte{byte(i)})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got[0])
+	}
+	s, err := svc.Subscribe(c, authed, []ports.TopicCursor{{Topic: topic}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub := s.(*subscription)
+	if _, ok := sub.TryNext(); ok {
+		t.Fatal("TryNext handed out an envelope before anything was read")
+	}
+	first, err := sub.Next(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := store.rangeCalls()
+	got := []uint64{first.GetSequenceId()}
+	for {
+		e, ok := sub.TryNext()
+		if !ok {
+			break
+		}
+		got = append(got, e.GetSequenceId())
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Fatalf("Next then TryNext = %v, want the page %v in order", got, ids)
+	}
+	if store.rangeCalls() != reads {
+		t.Fatal("TryNext read the store")
+	}
+	// A publish after the page: TryNext does not read it, Next does.
+	more, _ := svc.Publish(c, authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(topic, []byte("m"))})
+	if _, ok := sub.TryNext(); ok {
+		t.Fatal("TryNext read a new page")
+	}
+	if e, err := sub.Next(c); err != nil || e.GetSequenceId() != more[0] {
+		t.Fatalf("Next after TryNext ran dry = %v, %v; want id %d", e, err, more[0])
+	}
+	if in := svc.ReadBudgetInUse(); in <= 0 {
+		t.Fatalf("read budget in use = %d while the last envelope is out, want its size", in)
+	}
+	sub.Close()
+	if in := svc.ReadBudgetInUse(); in != 0 {
+		t.Fatalf("read budget in use after Close = %d, want 0", in)
+	}
+}
