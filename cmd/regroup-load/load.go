@@ -37,6 +37,8 @@ type result struct {
 	// metrics is what the regroupd processes' /metrics said at the end of
 	// publishing (steady runs only: a restarted process starts at zero).
 	metrics *scrape
+	// loadCPU is the load generator's CPU time while publishing.
+	loadCPU time.Duration
 }
 
 type ack struct {
@@ -143,7 +145,7 @@ func runLoad(ctx context.Context, p params, database, schema string, rn run) (re
 	var acks []ack
 	var lats []time.Duration
 	retries := 0
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	deadline := start.Add(p.duration)
 	var wg sync.WaitGroup
 	pubErr := make(chan error, p.publishers)
@@ -207,7 +209,7 @@ func runLoad(ctx context.Context, p params, database, schema string, rn run) (re
 	if err := <-pubErr; err != nil {
 		return result{}, fmt.Errorf("publish: %w", err)
 	}
-	res := result{acked: len(acks), elapsed: elapsed}
+	res := result{acked: len(acks), elapsed: elapsed, loadCPU: cpuTime() - cpu0}
 	if len(lats) == 0 {
 		return res, errors.New("no publish was acknowledged")
 	}

@@ -120,14 +120,25 @@ func main() {
 				}
 			}
 		}
-		rawDB, rawSchema, dropRaw := fresh("raw.db")
-		raw, err := rawInsertRate(ctx, d.name, rawDB, rawSchema, p)
-		dropRaw()
+		// The reference is measured before and after the database's runs,
+		// and their mean is what each run is read against: the machine's
+		// load drifts over the minutes a database's runs take.
+		measureRaw := func(file string) (rawRate, error) {
+			rawDB, rawSchema, dropRaw := fresh(file)
+			defer dropRaw()
+			return rawInsertRate(ctx, d.name, rawDB, rawSchema, p)
+		}
+		before, err := measureRaw("raw-before.db")
 		if err != nil {
 			fmt.Printf("%-9s raw insert failed: %v\n", d.name, err)
 			failed = true
 			continue
 		}
+		type line struct {
+			rn  run
+			res result
+		}
+		var lines []line
 		runs := []run{{name: "steady", replicas: 1}, {name: "fault", replicas: 1, fault: true}}
 		if d.name == "postgres" && p.replicas > 1 {
 			runs = append(runs, run{name: "replicas", replicas: p.replicas}, run{name: "replicas-fault", replicas: p.replicas, fault: true})
@@ -142,12 +153,24 @@ func main() {
 				failed = true
 				continue
 			}
-			rate := float64(res.acked) / res.elapsed.Seconds()
-			rates[rn.name] = rate
-			fmt.Printf("%-9s %-15s %5d %9d %11.0f %9s %9s %12.0f %7.2f  %s\n", d.name, rn.name, rn.replicas, res.acked,
-				rate, res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), raw, rate/raw, res.summary)
-			if res.metrics != nil {
-				fmt.Printf("%-9s %-15s %5s  %s\n", "", "", "", res.metrics.summary(res.acked))
+			lines = append(lines, line{rn, res})
+		}
+		after, err := measureRaw("raw-after.db")
+		if err != nil {
+			fmt.Printf("%-9s raw insert failed: %v\n", d.name, err)
+			failed = true
+			continue
+		}
+		raw := (before.rate + after.rate) / 2
+		fmt.Printf("%-9s raw inserts: %.0f rows/s before the runs, %.0f after, mean %.0f; load generator %.0fµs CPU per insert\n",
+			d.name, before.rate, after.rate, raw, (before.cpuPerInsert+after.cpuPerInsert)/2)
+		for _, l := range lines {
+			rate := float64(l.res.acked) / l.res.elapsed.Seconds()
+			rates[l.rn.name] = rate
+			fmt.Printf("%-9s %-15s %5d %9d %11.0f %9s %9s %12.0f %7.2f  %s\n", d.name, l.rn.name, l.rn.replicas, l.res.acked,
+				rate, l.res.p50.Round(10*time.Microsecond), l.res.p99.Round(10*time.Microsecond), raw, rate/raw, l.res.summary)
+			if l.res.metrics != nil {
+				fmt.Printf("%-9s %-15s %5s  %s\n", "", "", "", l.res.metrics.summary(l.res.acked, l.res.loadCPU))
 			}
 		}
 		if one, n := rates["steady"], rates["replicas"]; one > 0 && n > 0 {

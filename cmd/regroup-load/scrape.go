@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +20,7 @@ type scrape struct {
 	refused   float64 // regroupd_publish_refusals_total
 	dbErrors  float64 // regroupd_database_errors_total
 	retries   float64 // regroupd_database_retries_total
+	cpu       float64 // process_cpu_seconds_total of the regroupd processes
 	// Histograms, by upper bound (seconds) → cumulative count.
 	latency, idWait, lag map[float64]float64
 }
@@ -71,6 +73,8 @@ func (sc *scrape) add(ctx context.Context, addr string) error {
 			sc.dbErrors += value
 		case "regroupd_database_retries_total":
 			sc.retries += value
+		case "process_cpu_seconds_total":
+			sc.cpu += value
 		case "regroupd_publish_duration_seconds_bucket":
 			addBucket(sc.latency, labels["le"], value)
 		case "regroupd_sequence_id_wait_seconds_bucket":
@@ -156,11 +160,22 @@ func fmtBound(d time.Duration) string {
 	return "≤" + d.String()
 }
 
-// summary prints the scrape beside the run's own figures.
-func (sc *scrape) summary(acked int) string {
-	return fmt.Sprintf("metrics: %.0f published (%d acked), %.0f refused, %.0f database errors, %.0f retries; publish p50 %s p99 %s (%.0f observed); id wait p50 %s p99 %s; delivery lag p50 %s p99 %s (%.0f deliveries)",
+// summary prints the scrape beside the run's own figures; loadCPU is the
+// load generator's CPU time during the run.
+func (sc *scrape) summary(acked int, loadCPU time.Duration) string {
+	return fmt.Sprintf("cpu per acked publish: regroupd %.0fµs, load generator %.0fµs; metrics: %.0f published (%d acked), %.0f refused, %.0f database errors, %.0f retries; publish p50 %s p99 %s (%.0f observed); id wait p50 %s p99 %s; delivery lag p50 %s p99 %s (%.0f deliveries)",
+		sc.cpu*1e6/float64(acked), float64(loadCPU.Microseconds())/float64(acked),
 		sc.published, acked, sc.refused, sc.dbErrors, sc.retries,
 		fmtBound(quantile(sc.latency, 0.5)), fmtBound(quantile(sc.latency, 0.99)), count(sc.latency),
 		fmtBound(quantile(sc.idWait, 0.5)), fmtBound(quantile(sc.idWait, 0.99)),
 		fmtBound(quantile(sc.lag, 0.5)), fmtBound(quantile(sc.lag, 0.99)), count(sc.lag))
+}
+
+// cpuTime is the CPU time this process has used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
