@@ -160,14 +160,19 @@ func runLoad(ctx context.Context, p params, database, schema string, rn run) (re
 			defer wg.Done()
 			payload := make([]byte, p.payload)
 			for n := 0; time.Now().Before(deadline); n++ {
-				ti := (w + n) % len(topics)
-				_, _ = rand.Read(payload)
-				binary.BigEndian.PutUint32(payload, uint32(w))
-				env := &backendpb.ClientEnvelope{TargetTopic: topics[ti],
-					Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: append([]byte(nil), payload...)}}
+				// A batch of p.batch envelopes, each to the next topic in turn.
+				envs := make([]*backendpb.ClientEnvelope, max(p.batch, 1))
+				tis := make([]int, len(envs))
+				for k := range envs {
+					tis[k] = (w + n*len(envs) + k) % len(topics)
+					_, _ = rand.Read(payload)
+					binary.BigEndian.PutUint32(payload, uint32(w))
+					envs[k] = &backendpb.ClientEnvelope{TargetTopic: topics[tis[k]],
+						Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: append([]byte(nil), payload...)}}
+				}
 				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				t0 := time.Now()
-				ids, err := c.Publish(cctx, []*backendpb.ClientEnvelope{env})
+				ids, err := c.Publish(cctx, envs)
 				lat := time.Since(t0)
 				cancel()
 				if err != nil {
@@ -182,7 +187,9 @@ func runLoad(ctx context.Context, p params, database, schema string, rn run) (re
 					return
 				}
 				mu.Lock()
-				acks = append(acks, ack{topic: ti, id: ids[0], payload: env.GetGroupMessage()})
+				for k, env := range envs {
+					acks = append(acks, ack{topic: tis[k], id: ids[k], payload: env.GetGroupMessage()})
+				}
 				lats = append(lats, lat)
 				mu.Unlock()
 			}

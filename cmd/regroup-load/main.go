@@ -55,6 +55,8 @@ type params struct {
 	// profileDir, when set, receives a CPU profile of regroupd during
 	// each steady run.
 	profileDir string
+	// batch is the number of envelopes per Publish call.
+	batch int
 	// replicas, when above 1, adds on PostgreSQL the replica runs: that
 	// many regroupd processes sharing the database.
 	replicas int
@@ -70,6 +72,7 @@ func main() {
 	flag.DurationVar(&p.duration, "duration", 10*time.Second, "length of each timed run")
 	flag.IntVar(&p.payload, "payload", 256, "bytes per envelope payload")
 	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
+	flag.IntVar(&p.batch, "batch", 1, "envelopes per publish call (the acknowledged count and the rate are in envelopes; latency is per call)")
 	flag.IntVar(&p.replicas, "replicas", 0, "on PostgreSQL, also run this many regroupd replicas sharing the database (steady, and with one SIGKILLed); 0 or 1 skips")
 	flag.StringVar(&only, "databases", "sqlite,postgres", "the databases to run, comma-separated")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
@@ -102,8 +105,8 @@ func main() {
 	} else {
 		fmt.Println("postgres: skipped (REGROUP_POSTGRES_DSN unset)")
 	}
-	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, loopback gRPC\n\n",
-		p.publishers, p.topics, p.duration, p.payload)
+	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, %d per publish, loopback gRPC\n\n",
+		p.publishers, p.topics, p.duration, p.payload, max(p.batch, 1))
 	fmt.Printf("%-9s %-15s %5s %9s %11s %9s %9s %12s %7s  %s\n", "database", "run", "procs", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "ratio", "checks")
 	failed := false
 	for _, d := range dbs {

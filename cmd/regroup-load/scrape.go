@@ -163,7 +163,7 @@ func fmtBound(d time.Duration) string {
 // summary prints the scrape beside the run's own figures; loadCPU is the
 // load generator's CPU time during the run.
 func (sc *scrape) summary(acked int, loadCPU time.Duration) string {
-	return fmt.Sprintf("cpu per acked publish: regroupd %.0fµs, load generator %.0fµs; metrics: %.0f published (%d acked), %.0f refused, %.0f database errors, %.0f retries; publish p50 %s p99 %s (%.0f observed); id wait p50 %s p99 %s; delivery lag p50 %s p99 %s (%.0f deliveries)",
+	return fmt.Sprintf("cpu per acked envelope: regroupd %.0fµs, load generator %.0fµs; metrics: %.0f published (%d acked), %.0f refused, %.0f database errors, %.0f retries; publish p50 %s p99 %s (%.0f observed); id wait p50 %s p99 %s; delivery lag p50 %s p99 %s (%.0f deliveries)",
 		sc.cpu*1e6/float64(acked), float64(loadCPU.Microseconds())/float64(acked),
 		sc.published, acked, sc.refused, sc.dbErrors, sc.retries,
 		fmtBound(quantile(sc.latency, 0.5)), fmtBound(quantile(sc.latency, 0.99)), count(sc.latency),
