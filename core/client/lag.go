@@ -26,7 +26,6 @@ type lagMeter struct {
 	mu       sync.Mutex
 	newestNS int64 // server timestamp of the newest envelope received
 	topic    time.Duration
-	dueSince time.Time
 }
 
 // received notes an envelope the topic worker received.
