@@ -30,6 +30,14 @@
 // whatever the store answered (COMP-142). A sealed commit-log entry is
 // stored once per topic (COMP-144).
 //
+// # Metrics
+//
+// An [Observer] (Options.Observer) hears every stored publish with its
+// envelopes' topic kinds ([KindName]) and duration, every refused publish
+// with its reason (the Refused constants), and every envelope a
+// subscription hands out with its lag. [Service.ReadBudgetInUse] reports
+// the read budget held.
+//
 // # Errors
 //
 // Refused envelopes and malformed queries (a cursor above 2^63-1 among
