@@ -111,7 +111,7 @@ func parseSample(line string) (string, map[string]string, float64, bool) {
 		}
 	}
 	f := strings.Fields(rest)
-	if len(f) == 0 {
+	if len(f) == 0 || strings.TrimSpace(name) == "" {
 		return "", nil, 0, false
 	}
 	v, err := strconv.ParseFloat(f[0], 64)
