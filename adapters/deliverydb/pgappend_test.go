@@ -77,6 +77,12 @@ func TestCOMP144_ConcurrentDuplicatesAcrossStores_Postgres(t *testing.T) {
 // by a CHECK constraint the test adds.)
 func TestGroupCommit_FailureIsolated_Postgres(t *testing.T) {
 	s := openPG(t)
+	var mu sync.Mutex
+	counted := map[string]int{}
+	s.hooks = Hooks{
+		DBError: func(op string) { mu.Lock(); counted["error "+op]++; mu.Unlock() },
+		Retry:   func(op string) { mu.Lock(); counted["retry "+op]++; mu.Unlock() },
+	}
 	ctx := context.Background()
 	if err := s.db.Exec(`ALTER TABLE delivery_envelopes ADD CONSTRAINT test_no_x CHECK (envelope <> '\x78'::bytea)`).Error; err != nil {
 		t.Fatal(err)
@@ -101,5 +107,12 @@ func TestGroupCommit_FailureIsolated_Postgres(t *testing.T) {
 	}
 	if got, _ := s.Range(ctx, bad, 0, 10, 1<<20); len(got) != 0 {
 		t.Fatalf("the refused envelope was stored")
+	}
+	// The group's statement and the bad append's own failed; the group
+	// was retried once (regroupd_database_errors_total, _retries_total).
+	mu.Lock()
+	defer mu.Unlock()
+	if counted["error append"] != 2 || counted["retry append"] != 1 {
+		t.Fatalf("hooks heard %v, want 2 append errors and 1 append retry", counted)
 	}
 }
