@@ -7,7 +7,7 @@
 #   make wire    regenerate wire_gen.go from wire.go
 #   make lint    gofmt check, go vet, staticcheck
 #   make build   every binary into ./bin
-#   make load    the delivery-service load and fault run (not part of test)
+#   make load    the delivery-service load, fault and replica runs (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
 #   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
 
@@ -71,10 +71,14 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 # The delivery-service load and fault run: PostgreSQL too when
-# REGROUP_POSTGRES_DSN is set (required under CI=true).
+# REGROUP_POSTGRES_DSN is set (required under CI=true), with REPLICAS
+# regroupd processes sharing the database (one of them SIGKILLed in the
+# fault run) beside the single-process runs. Each steady run prints the
+# processes' /metrics beside its own figures.
+REPLICAS ?= 3
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
-	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s
+	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s -replicas $(REPLICAS)
 
 # The MLS engine and ts-mls 1.6.4 on the same operations at 10, 100 and
 # 1,000 members, in one run, with the ratio per cell. Needs node and npm

@@ -3,6 +3,7 @@ package deliverydb
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -14,32 +15,56 @@ const maxGroup = 128
 
 // appendReq is one Append waiting for its group commit.
 type appendReq struct {
-	ctx  context.Context
-	envs []ports.NewStoredEnvelope
-	ids  []uint64
-	err  error
-	done chan struct{}
+	ctx    context.Context
+	envs   []ports.NewStoredEnvelope
+	queued time.Time
+	ids    []uint64
+	err    error
+	// lockWait is how long the group's statement waited for topic row
+	// locks (PostgreSQL).
+	lockWait time.Duration
+	done     chan struct{}
 }
 
-// groupCommitter is SQLite's single writer: it takes every append queued
-// while its previous transaction committed and commits them in one
-// transaction, each in a savepoint, so one fsync serves many appends. The
-// appends of a group take ids from the shared counter in queue order and
-// become visible together, so on every topic ids follow commit order and
-// a reader re-reading from its cursor never misses an envelope.
+// groupCommitter runs the store's writers: each takes every append
+// queued while it was busy and commits them together (commit), so one
+// transaction serves many appends. On SQLite there is one writer, which
+// commits a group in one transaction with a savepoint per append, so one
+// fsync serves many appends; the appends of a group take ids from the
+// shared counter in queue order and become visible together, so on every
+// topic ids follow commit order and a reader re-reading from its cursor
+// never misses an envelope. On PostgreSQL a few writers (Options.Writers) each run a
+// group as one statement (see appendFunction), whose topic locks keep
+// every topic's ids in commit order.
 type groupCommitter struct {
-	s     *Store
-	reqs  chan *appendReq
-	quit  chan struct{}
-	ended chan struct{}
+	s      *Store
+	commit func(batch []*appendReq)
+	reqs   chan *appendReq
+	quit   chan struct{}
+	ended  chan struct{}
 	// afterAppend, set only by tests before the first append, runs after
-	// each request's inserts and before the group commits.
+	// each request's inserts and before the group commits (SQLite).
 	afterAppend func(ctx context.Context)
 }
 
-func newGroupCommitter(s *Store) *groupCommitter {
+// newGroupCommitter starts writers goroutines that pass each group to
+// commit, which must fill in every request's ids or err.
+func newGroupCommitter(s *Store, writers int, commit func(g *groupCommitter, batch []*appendReq)) *groupCommitter {
 	g := &groupCommitter{s: s, reqs: make(chan *appendReq), quit: make(chan struct{}), ended: make(chan struct{})}
-	go g.run()
+	g.commit = func(batch []*appendReq) { commit(g, batch) }
+	done := make(chan struct{}, writers)
+	for range writers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			g.run()
+		}()
+	}
+	go func() {
+		for range writers {
+			<-done
+		}
+		close(g.ended)
+	}()
 	return g
 }
 
@@ -55,7 +80,7 @@ func (g *groupCommitter) stop() {
 // reports its outcome (ports.EnvelopeStore.Append: never return while a
 // commit that may hold the envelopes is in flight).
 func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
-	r := &appendReq{ctx: ctx, envs: envs, done: make(chan struct{})}
+	r := &appendReq{ctx: ctx, envs: envs, queued: time.Now(), done: make(chan struct{})}
 	select {
 	case g.reqs <- r:
 	case <-ctx.Done():
@@ -71,7 +96,6 @@ func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvel
 }
 
 func (g *groupCommitter) run() {
-	defer close(g.ended)
 	for {
 		var batch []*appendReq
 		select {
@@ -89,19 +113,22 @@ func (g *groupCommitter) run() {
 				break collect
 			}
 		}
+		start := time.Now()
 		g.commit(batch)
+		for _, r := range batch {
+			if r.err == nil && r.ids != nil {
+				g.s.hooks.idWait(start.Sub(r.queued) + r.lockWait)
+			}
+			close(r.done)
+		}
 	}
 }
 
-// commit runs one transaction over batch and reports to each request.
-func (g *groupCommitter) commit(batch []*appendReq) {
+// sqliteCommit runs one transaction over batch and reports to each
+// request.
+func sqliteCommit(g *groupCommitter, batch []*appendReq) {
 	g.s.writeMu.Lock()
 	defer g.s.writeMu.Unlock()
-	defer func() {
-		for _, r := range batch {
-			close(r.done)
-		}
-	}()
 	// The transaction is not bound to any one request's ctx: a caller that
 	// gives up must not abort the others' appends.
 	err := g.s.db.Transaction(func(tx *gorm.DB) error {
@@ -119,6 +146,7 @@ func (g *groupCommitter) commit(batch []*appendReq) {
 			}
 			if err != nil {
 				r.err = err
+				g.s.hooks.dbError("append")
 				if rerr := tx.Exec(`ROLLBACK TO SAVEPOINT append_req`).Error; rerr != nil {
 					return rerr
 				}
@@ -132,6 +160,7 @@ func (g *groupCommitter) commit(batch []*appendReq) {
 		return nil
 	})
 	if err != nil {
+		g.s.hooks.dbError("append")
 		for _, r := range batch {
 			if r.err == nil {
 				r.ids, r.err = nil, err
@@ -139,3 +168,6 @@ func (g *groupCommitter) commit(batch []*appendReq) {
 		}
 	}
 }
+
+// postgresCommit runs a group as one call of delivery_append.
+func postgresCommit(g *groupCommitter, batch []*appendReq) { _ = g.s.pgAppend(batch) }

@@ -32,6 +32,15 @@ type Options struct {
 	// BusyTimeout is how long a SQLite writer waits for another process's
 	// lock; default 10s.
 	BusyTimeout time.Duration
+	// Writers, on PostgreSQL, is how many group statements append at
+	// once, each on its own connection; default 2. One writer makes the
+	// largest groups (the fewest statements per envelope); a second keeps
+	// appends moving while a statement waits for a topic another
+	// process's append holds.
+	Writers int
+	// Hooks receive the store's measurements (sequence-id waits, database
+	// errors, retries) as they happen.
+	Hooks Hooks
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database file at path in
@@ -56,7 +65,8 @@ func OpenSQLite(ctx context.Context, path string, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	st.group = newGroupCommitter(st)
+	st.hooks = o.Hooks
+	st.group = newGroupCommitter(st, 1, sqliteCommit)
 	return st, nil
 }
 
@@ -102,7 +112,11 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 	if err != nil {
 		return nil, err
 	}
-	st.schema, st.dsn, st.notify = o.Schema, dsn, o.Notify
+	st.schema, st.dsn, st.notify, st.hooks = o.Schema, dsn, o.Notify, o.Hooks
+	if o.Writers <= 0 {
+		o.Writers = 2
+	}
+	st.group = newGroupCommitter(st, min(o.Writers, o.MaxOpenConns), postgresCommit)
 	return st, nil
 }
 
@@ -200,6 +214,13 @@ var migrations = []migration{{
 		`ALTER TABLE delivery_envelopes ADD COLUMN dedup_key BYTEA`,
 		`CREATE UNIQUE INDEX delivery_envelopes_dedup ON delivery_envelopes (topic, dedup_key) WHERE dedup_key IS NOT NULL`,
 	},
+}, {
+	// Version 4: PostgreSQL appends in one statement (appendFunction),
+	// which a writer runs for a whole group of appends. The stored rows
+	// are unchanged; SQLite has nothing to change.
+	version:  4,
+	sqlite:   []string{},
+	postgres: []string{appendFunction},
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

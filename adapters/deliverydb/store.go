@@ -25,15 +25,16 @@
 //  3. record each topic's new highest id and insert the envelopes.
 //
 // On PostgreSQL the counter is the sequence delivery_sequence_ids (CACHE 1,
-// so values increase in the order nextval is called, across sessions) and
-// publishes to different topics commit in parallel. Steps 1 to 3 run in
-// one round trip, the function delivery_take_ids (migration 2), whose
-// statements run in that order; the envelopes are inserted next. Why the
-// ordering holds:
+// so values increase in the order nextval is called, across sessions).
+// Appends that queue while a writer is busy form a group, and the writer
+// runs steps 1 to 3 and the inserts for the whole group in one statement,
+// the function delivery_append (migration 4), which is its own
+// transaction; a few writers (Options.Writers) run groups in parallel,
+// and so do other processes sharing the database. Why the ordering holds:
 //
-//   - Same topic: a batch calls nextval only while it holds the topic's
+//   - Same topic: a group calls nextval only while it holds the topic's
 //     row lock, and keeps that lock until it commits or rolls back. A
-//     second batch on the topic gets the lock, and so calls nextval, only
+//     second group on the topic gets the lock, and so calls nextval, only
 //     after the first has ended, so its ids are higher and it becomes
 //     visible later. Within one topic id order is commit order: a reader
 //     that has seen id x of a topic will never later see a lower id of
@@ -59,10 +60,11 @@
 // # Dedup keys and pages
 //
 // Migration 3 adds an optional dedup key per envelope, unique per topic:
-// Append looks each key up in its transaction (after the topic locks on
-// SQLite's single writer; on PostgreSQL a concurrent duplicate fails the
-// unique index and is retried by its publisher) and hands back the stored
-// id. Range caps a page in bytes as it reads (see [Store.Range]).
+// Append looks each key up in its transaction, after it holds the
+// topic (SQLite's single writer; on PostgreSQL the topic's row lock, so
+// two appends of one key to one topic cannot both insert it, from any
+// process), and hands back the stored id. A key repeated within a group
+// takes the id of its first envelope. Range caps a page in bytes as it reads (see [Store.Range]).
 //
 // # Errors
 //
@@ -74,13 +76,11 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -121,10 +121,11 @@ type Store struct {
 	// writer at a time anyway, and waiting here costs less than its busy
 	// handler's sleeps.
 	writeMu *sync.Mutex
-	// group runs SQLite's writer, which commits appends in groups; nil on
-	// PostgreSQL, where appends to different topics commit in parallel
-	// and those to one topic queue on its topic row.
+	// group runs the writers, which commit appends in groups: SQLite's
+	// single writer, or PostgreSQL's Options.Writers, whose groups commit in
+	// parallel except where they share a topic row.
 	group  *groupCommitter
+	hooks  Hooks
 	closed atomic.Bool
 }
 
@@ -152,15 +153,14 @@ func dbErr(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w: %v", op, ports.ErrUnavailable, err)
 }
 
-// Append implements [ports.EnvelopeStore.Append]. On SQLite, appends that
-// arrive while the writer is committing are committed together in its
-// next transaction (group commit), each inside its own savepoint so that
-// one failing append does not fail the others.
-//
-// On PostgreSQL the transaction itself is not bound to ctx: its
-// statements are, so a caller that gives up mid-way stores nothing, and
-// ctx is checked once more before COMMIT, which then runs to its end.
-// So Append never returns while its COMMIT is still in flight.
+// Append implements [ports.EnvelopeStore.Append]. Appends that arrive
+// while a writer is busy are committed together by its next transaction
+// (group commit): on SQLite each inside its own savepoint, so that one
+// failing append does not fail the others; on PostgreSQL as one call of
+// delivery_append, and a group the database refused is tried again one
+// append at a time. Once queued, an append's transaction is not bound to
+// its ctx: Append waits for it and reports its outcome, so it never
+// returns while a commit that may hold the envelopes is in flight.
 func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
@@ -168,28 +168,13 @@ func (s *Store) Append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]u
 	if len(envs) == 0 {
 		return nil, nil
 	}
-	if s.group != nil {
-		return s.group.append(ctx, envs)
-	}
-	var ids []uint64
-	err := s.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
-		var err error
-		if ids, err = s.appendIn(tx.WithContext(ctx), envs); err != nil {
-			return err
-		}
-		return ctx.Err() // given up before COMMIT: roll back, nothing stored
-	})
-	if err != nil {
-		return nil, dbErr(ctx, "append envelopes", err)
-	}
-	return ids, nil
+	return s.group.append(ctx, envs)
 }
 
-// appendIn stores envs inside tx and returns their ids in input order:
-// envelopes whose dedup key is already stored on their topic (or earlier
-// in envs) take the stored id; the others lock the batch's topic rows,
-// take their ids from the global counter and are inserted (see the
-// package doc for why this order of steps keeps the ids in commit order).
+// appendIn stores envs inside tx, SQLite's writer transaction, and
+// returns their ids in input order: envelopes whose dedup key is already
+// stored on their topic (or earlier in envs) take the stored id; the
+// others take their ids from the global counter and are inserted.
 func (s *Store) appendIn(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	ids := make([]uint64, len(envs))
 	fresh, pos, dupOf, err := s.dedup(tx, envs, ids)
@@ -244,7 +229,7 @@ func (s *Store) dedup(tx *gorm.DB, envs []ports.NewStoredEnvelope, ids []uint64)
 	return fresh, pos, dupOf, nil
 }
 
-// insert locks the topic rows of envs, takes their ids and inserts them.
+// insert takes the ids of envs from SQLite's counter and inserts them.
 func (s *Store) insert(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	seen := make(map[string]bool)
 	topics := make([]string, 0, 1)
@@ -255,13 +240,7 @@ func (s *Store) insert(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, e
 		}
 	}
 	sort.Strings(topics)
-	var ids []uint64
-	var err error
-	if s.dialect == "postgres" {
-		ids, err = takeIDsPostgres(tx, topics, envs)
-	} else {
-		ids, err = takeIDsSQLite(tx, topics, envs)
-	}
+	ids, err := takeIDsSQLite(tx, topics, envs)
 	if err != nil {
 		return nil, err
 	}
@@ -274,54 +253,6 @@ func (s *Store) insert(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64, e
 	}
 	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
 		return nil, err
-	}
-	if s.notify {
-		if err := s.notifyTopics(func(q string, args ...any) error { return tx.Exec(q, args...).Error }, topics); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
-}
-
-// takeIDsPostgres runs the three steps of the package doc in one call of
-// delivery_take_ids (migration 2): lock the topic rows in the ascending
-// order of topics, take the ids with nextval, record each topic's highest
-// id. It returns the ids in input order.
-func takeIDsPostgres(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope) ([]uint64, error) {
-	index := make(map[string]int, len(topics))
-	hexes := make([]string, len(topics))
-	for i, t := range topics {
-		index[t] = i + 1
-		hexes[i] = "x" + hex.EncodeToString([]byte(t)) // "x" keeps an empty topic a list element
-	}
-	refs := make([]string, len(envs))
-	for i, e := range envs {
-		refs[i] = strconv.Itoa(index[string(e.Topic)])
-	}
-	rows, err := tx.Raw(`SELECT * FROM delivery_take_ids(?, ?::integer[])`,
-		strings.Join(hexes, ","), "{"+strings.Join(refs, ",")+"}").Rows()
-	if err != nil {
-		return nil, fmt.Errorf("take sequence ids: %w", err)
-	}
-	defer rows.Close()
-	ids := make([]uint64, 0, len(envs))
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("take sequence ids: %w", err)
-		}
-		ids = append(ids, uint64(id))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("take sequence ids: %w", err)
-	}
-	if len(ids) != len(envs) {
-		return nil, fmt.Errorf("take sequence ids: got %d of %d", len(ids), len(envs))
-	}
-	for i := 1; i < len(ids); i++ {
-		if ids[i] <= ids[i-1] {
-			return nil, fmt.Errorf("take sequence ids: id %d follows %d", ids[i], ids[i-1])
-		}
 	}
 	return ids, nil
 }
@@ -389,7 +320,7 @@ func (s *Store) Range(ctx context.Context, topic []byte, after uint64, limit, ma
 		out, err = s.rangeStepping(ctx, topic, after, limit, maxBytes)
 	}
 	if err != nil {
-		return nil, dbErr(ctx, "range envelopes", err)
+		return nil, s.fail(ctx, "range envelopes", "range", err)
 	}
 	return out, nil
 }
@@ -435,7 +366,7 @@ func (s *Store) Newest(ctx context.Context, topic []byte) (ports.StoredEnvelope,
 	var rows []envelopeRow
 	err := s.db.WithContext(ctx).Where("topic = ?", blob(topic)).Order("sequence_id DESC").Limit(1).Find(&rows).Error
 	if err != nil {
-		return ports.StoredEnvelope{}, dbErr(ctx, "newest envelope", err)
+		return ports.StoredEnvelope{}, s.fail(ctx, "newest envelope", "newest", err)
 	}
 	if len(rows) == 0 {
 		return ports.StoredEnvelope{}, fmt.Errorf("newest envelope: %w: topic is empty", ports.ErrNotFound)
@@ -451,7 +382,7 @@ func (s *Store) Highest(ctx context.Context, topic []byte) (uint64, error) {
 	var last []int64
 	err := s.db.WithContext(ctx).Table("delivery_topics").Where("topic = ?", blob(topic)).Pluck("last_id", &last).Error
 	if err != nil {
-		return 0, dbErr(ctx, "highest sequence id", err)
+		return 0, s.fail(ctx, "highest sequence id", "highest", err)
 	}
 	if len(last) == 0 {
 		return 0, nil
@@ -470,7 +401,7 @@ func (s *Store) DeleteExpired(ctx context.Context, nowNS int64) (int64, error) {
 	}
 	res := s.db.WithContext(ctx).Where("expires_at_ns <> 0 AND expires_at_ns <= ?", nowNS).Delete(&envelopeRow{})
 	if res.Error != nil {
-		return 0, dbErr(ctx, "delete expired", res.Error)
+		return 0, s.fail(ctx, "delete expired", "delete_expired", res.Error)
 	}
 	return res.RowsAffected, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +46,10 @@ func (s *Store) Watch(ctx context.Context, changed func(topic []byte)) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
-		_ = err // reconnect; listen reports changed(nil) once listening
+		if err != nil {
+			s.hooks.dbError("watch")
+		}
+		s.hooks.retry("watch") // listen reports changed(nil) once listening again
 	}
 }
 
@@ -74,15 +76,4 @@ func (s *Store) listen(ctx context.Context, changed func([]byte)) error {
 		}
 		changed(topic)
 	}
-}
-
-// notifyTopics sends one NOTIFY per topic inside tx (PostgreSQL delivers
-// them at commit, and drops them on rollback).
-func (s *Store) notifyTopics(exec func(sql string, args ...any) error, topics []string) error {
-	for _, t := range topics {
-		if err := exec(`SELECT pg_notify(?, ?)`, channel(s.schema), hex.EncodeToString([]byte(t))); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	return nil
 }

@@ -2,7 +2,7 @@ package gormstore
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 
 	"gorm.io/gorm"
 
@@ -52,34 +52,106 @@ func (l localLog) Append(ctx context.Context, e ports.LocalCommitLogEntry) (port
 		return e, false, err
 	}
 	db := l.t.q(ctx)
-	var dup localLogRow
-	err := db.Where("group_id = ? AND membership = ? AND commit_sequence_id = ?",
-		e.GroupID, e.Membership, e.CommitSequenceID).Take(&dup).Error
-	switch {
-	case err == nil:
+	row := localToRow(e)
+	seq, inserted, err := l.t.appendLocal(ctx, &row)
+	if err != nil {
+		return e, false, fail(ctx, op, err)
+	}
+	if !inserted {
+		var dup localLogRow
+		err := db.Where("group_id = ? AND membership = ? AND commit_sequence_id = ?",
+			e.GroupID, e.Membership, e.CommitSequenceID).Take(&dup).Error
+		if err != nil {
+			return e, false, fail(ctx, op, err)
+		}
 		stored, err := localFromRow(op, dup)
 		return stored, false, err
-	case !errors.Is(err, gorm.ErrRecordNotFound):
-		return e, false, fail(ctx, op, err)
 	}
-	// Taking the next Seq locks the group's head row: appends to one group
-	// run one at a time, and a concurrent duplicate that passed the check
-	// above either waits and then fails to serialize (and is retried) or
-	// meets the unique index on the commit outcome.
-	// (The space in "( ?" keeps gorm from expanding the []byte as a list.)
-	var seq int64
-	if err := db.Raw(`INSERT INTO local_commit_log_heads (group_id, last_seq) VALUES ( ?, 1)
-		ON CONFLICT (group_id) DO UPDATE SET last_seq = local_commit_log_heads.last_seq + 1
-		RETURNING last_seq`, e.GroupID).Scan(&seq).Error; err != nil {
-		return e, false, fail(ctx, op, err)
-	}
-	e.Seq = uint64(seq)
-	row := localToRow(e)
-	if err := db.Create(&row).Error; err != nil {
-		return e, false, fail(ctx, op, err)
-	}
+	row.Seq = seq
 	stored, err := localFromRow(op, row)
 	return stored, true, err
+}
+
+// The local log's append takes the group's next Seq from its head row and
+// inserts the entry, unless an entry of the same commit outcome is
+// stored, with as few statements as the dialect allows (each statement is
+// a round trip, or a parse on SQLite): on PostgreSQL one, whose
+// data-modifying CTE bumps the head only when no such entry exists; on
+// SQLite two, the head bump guarded the same way, then the insert.
+// Taking the next Seq locks the group's head row: appends to one group run
+// one at a time, and a concurrent duplicate that passed the existence test
+// either waits and then fails to serialize (and is retried) or meets the
+// unique index on the commit outcome.
+const (
+	localAppendPostgres = `WITH head AS (
+	INSERT INTO local_commit_log_heads (group_id, last_seq)
+	SELECT $1::bytea, 1 WHERE NOT EXISTS (SELECT 1 FROM local_commit_log
+		WHERE group_id = $1 AND membership = $2 AND commit_sequence_id = $3)
+	ON CONFLICT (group_id) DO UPDATE SET last_seq = local_commit_log_heads.last_seq + 1
+	RETURNING last_seq)
+INSERT INTO local_commit_log (group_id, seq, membership, commit_sequence_id, last_epoch_authenticator,
+	commit_result, applied_epoch_number, applied_epoch_authenticator, removed_this_installation, legacy,
+	change_class, added_super_admins, role_evidence, recorded_ns)
+SELECT $1, last_seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 FROM head
+RETURNING seq`
+	localHeadSQLite = `INSERT INTO local_commit_log_heads (group_id, last_seq)
+SELECT ?1, 1 WHERE NOT EXISTS (SELECT 1 FROM local_commit_log
+	WHERE group_id = ?1 AND membership = ?2 AND commit_sequence_id = ?3)
+ON CONFLICT (group_id) DO UPDATE SET last_seq = local_commit_log_heads.last_seq + 1
+RETURNING last_seq`
+	localInsertSQLite = `INSERT INTO local_commit_log (group_id, seq, membership, commit_sequence_id, last_epoch_authenticator,
+	commit_result, applied_epoch_number, applied_epoch_authenticator, removed_this_installation, legacy,
+	change_class, added_super_admins, role_evidence, recorded_ns)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// preparedQueries are the statements a store of dialect prepares when it
+// opens (see stmtCache).
+func preparedQueries(dialect string) []string {
+	if dialect == "postgres" {
+		return []string{localAppendPostgres}
+	}
+	return []string{localHeadSQLite, localInsertSQLite}
+}
+
+// appendLocal stores row at the group's next Seq and returns it; inserted
+// is false (and nothing is stored) when an entry of row's commit outcome
+// exists already.
+func (t *tx) appendLocal(ctx context.Context, row *localLogRow) (seq uint64, inserted bool, err error) {
+	r := row
+	if t.db.Dialector.Name() == "postgres" {
+		rows, err := t.query(ctx, localAppendPostgres, r.GroupID, r.Membership, r.CommitSequenceID,
+			r.LastEpochAuthenticator, r.CommitResult, r.AppliedEpochNumber, r.AppliedEpochAuthenticator,
+			r.RemovedThisInstallation, r.Legacy, r.ChangeClass, r.AddedSuperAdmins, r.RoleEvidence, r.RecordedNs)
+		if err != nil {
+			return 0, false, err
+		}
+		return scanSeq(rows)
+	}
+	rows, err := t.query(ctx, localHeadSQLite, r.GroupID, r.Membership, r.CommitSequenceID)
+	if err != nil {
+		return 0, false, err
+	}
+	if seq, inserted, err = scanSeq(rows); err != nil || !inserted {
+		return 0, false, err
+	}
+	err = t.exec(ctx, localInsertSQLite, r.GroupID, seq, r.Membership, r.CommitSequenceID,
+		r.LastEpochAuthenticator, r.CommitResult, r.AppliedEpochNumber, r.AppliedEpochAuthenticator,
+		r.RemovedThisInstallation, r.Legacy, r.ChangeClass, r.AddedSuperAdmins, r.RoleEvidence, r.RecordedNs)
+	return seq, err == nil, err
+}
+
+// scanSeq reads the one Seq a statement returned, if any, and closes rows.
+func scanSeq(rows *sql.Rows) (uint64, bool, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, false, rows.Err()
+	}
+	var seq int64
+	if err := rows.Scan(&seq); err != nil {
+		return 0, false, err
+	}
+	return uint64(seq), true, rows.Close()
 }
 
 func (l localLog) List(ctx context.Context, groupID []byte, afterSeq uint64, limit int) ([]ports.LocalCommitLogEntry, error) {

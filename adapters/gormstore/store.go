@@ -57,6 +57,7 @@ type Store struct {
 	d       Dialect
 	closed  atomic.Bool
 	onClose func() error
+	stmts   stmtCache
 }
 
 var (
@@ -75,6 +76,12 @@ func New(ctx context.Context, db *gorm.DB, d Dialect, onClose func() error) (*St
 	if err := s.migrate(ctx); err != nil {
 		return nil, fmt.Errorf("%s store: migrate: %w", d.Name, err)
 	}
+	if pool, err := db.DB(); err == nil {
+		if err := s.stmts.prepare(ctx, pool, preparedQueries(db.Dialector.Name())...); err != nil {
+			s.stmts.close()
+			return nil, fmt.Errorf("%s store: prepare: %w", d.Name, err)
+		}
+	}
 	return s, nil
 }
 
@@ -88,6 +95,7 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return fmt.Errorf("%s store: close: %w", s.d.Name, ports.ErrClosed)
 	}
+	s.stmts.close()
 	if s.onClose != nil {
 		return s.onClose()
 	}
@@ -134,7 +142,7 @@ func (s *Store) once(ctx context.Context, fn func(tx ports.Tx) error) error {
 			db.Rollback()
 		}
 	}()
-	err := fn(&tx{db: db})
+	err := fn(&tx{db: db, s: s})
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -167,8 +175,11 @@ func fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w", op, withCtx(ctx, err))
 }
 
-// tx implements ports.Tx on one gorm transaction.
-type tx struct{ db *gorm.DB }
+// tx implements ports.Tx on one gorm transaction of store s.
+type tx struct {
+	db *gorm.DB
+	s  *Store
+}
 
 func (t *tx) q(ctx context.Context) *gorm.DB { return t.db.WithContext(ctx) }
 

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -42,14 +44,22 @@ type ClientOptions struct {
 	DialOptions []grpc.DialOption
 }
 
-// Client is a [ports.Transport] to a regroupd. gRPC reconnects it after a
-// broken connection; a call that needs an identity re-proves the
+// Client is a [ports.Transport] to a regroupd, or to several regroupd
+// replicas sharing one database ([DialReplicas]). gRPC reconnects it after
+// a broken connection; a call that needs an identity re-proves the
 // installation key on the new connection by itself.
 type Client struct {
-	cc   *grpc.ClientConn
-	api  deliverypb.DeliveryClient
+	eps  []*endpoint
+	next atomic.Uint64
 	opts ClientOptions
+}
 
+// endpoint is one regroupd address and the connection to it. Each
+// connection proves the installation key by itself.
+type endpoint struct {
+	target string
+	cc     *grpc.ClientConn
+	api    deliverypb.DeliveryClient
 	authMu sync.Mutex
 }
 
@@ -59,6 +69,24 @@ var _ ports.Transport = (*Client)(nil)
 // wait for a connection: calls fail with [ports.ErrUnavailable] while none
 // can be made.
 func Dial(target string, opts *ClientOptions) (*Client, error) {
+	return DialReplicas([]string{target}, opts)
+}
+
+// DialReplicas returns a client that spreads its calls over the regroupd
+// replicas at targets, which must share one database (docs/operations.md:
+// replicas over PostgreSQL). Each call goes to the next replica in turn
+// whose connection is ready, skipping replicas that cannot be reached, so
+// a replica that goes away costs only the calls in flight on it. A read
+// (Query, QueryNewest, HighestSequenceID, opening a subscription) that
+// fails unavailable is tried on the next replica; a Publish is not, since
+// its outcome is unknown (see [ports.Transport.Publish]) — the caller's
+// retry goes to the next replica. A subscription resumes on another
+// replica from its cursors when its stream breaks. Like [Dial], it does
+// not wait for connections.
+func DialReplicas(targets []string, opts *ClientOptions) (*Client, error) {
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("dial: %w: no target", ports.ErrInvalidArgument)
+	}
 	var o ClientOptions
 	if opts != nil {
 		o = *opts
@@ -84,21 +112,67 @@ func Dial(target string, opts *ClientOptions) (*Client, error) {
 		// Notice a dead connection under a silent subscription.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
 	}, o.DialOptions...)
-	cc, err := grpc.NewClient(target, dopts...)
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w: %v", target, ports.ErrUnavailable, err)
+	c := &Client{opts: o}
+	for _, target := range targets {
+		cc, err := grpc.NewClient(target, dopts...)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("dial %s: %w: %v", target, ports.ErrUnavailable, err)
+		}
+		c.eps = append(c.eps, &endpoint{target: target, cc: cc, api: deliverypb.NewDeliveryClient(cc)})
 	}
-	return &Client{cc: cc, api: deliverypb.NewDeliveryClient(cc), opts: o}, nil
+	return c, nil
 }
 
-// Close closes the connection; later calls fail with [ports.ErrUnavailable].
-func (c *Client) Close() error { return c.cc.Close() }
+// Close closes the connections; later calls fail with
+// [ports.ErrUnavailable].
+func (c *Client) Close() error {
+	var errs []error
+	for _, ep := range c.eps {
+		errs = append(errs, ep.cc.Close())
+	}
+	return errors.Join(errs...)
+}
 
-// authenticate proves the installation key on the current connection.
-func (c *Client) authenticate(ctx context.Context) error {
-	c.authMu.Lock()
-	defer c.authMu.Unlock()
-	ch, err := c.api.Challenge(ctx, &deliverypb.ChallengeRequest{})
+// pick returns the endpoint of the next call: the next in turn whose
+// connection is ready; when none is, the next in turn that may become
+// ready (idle or connecting, which it starts); otherwise the next in
+// turn. avoid, when another endpoint qualifies as well, is passed over.
+func (c *Client) pick(avoid *endpoint) *endpoint {
+	n := len(c.eps)
+	start := int(c.next.Add(1) % uint64(n))
+	var ready, maybe, any *endpoint
+	for i := range n {
+		ep := c.eps[(start+i)%n]
+		if any == nil || any == avoid {
+			any = ep
+		}
+		switch ep.cc.GetState() {
+		case connectivity.Ready:
+			if ready == nil || ready == avoid {
+				ready = ep
+			}
+		case connectivity.Idle, connectivity.Connecting:
+			ep.cc.Connect()
+			if maybe == nil || maybe == avoid {
+				maybe = ep
+			}
+		}
+	}
+	switch {
+	case ready != nil:
+		return ready
+	case maybe != nil:
+		return maybe
+	}
+	return any
+}
+
+// authenticate proves the installation key on ep's current connection.
+func (c *Client) authenticate(ctx context.Context, ep *endpoint) error {
+	ep.authMu.Lock()
+	defer ep.authMu.Unlock()
+	ch, err := ep.api.Challenge(ctx, &deliverypb.ChallengeRequest{})
 	if err != nil {
 		return err
 	}
@@ -106,25 +180,43 @@ func (c *Client) authenticate(ctx context.Context) error {
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
-	_, err = c.api.Authenticate(ctx, &deliverypb.AuthenticateRequest{
+	_, err = ep.api.Authenticate(ctx, &deliverypb.AuthenticateRequest{
 		InstallationKey: c.opts.InstallationKey.Public().(ed25519.PublicKey), Signature: sig,
 	})
 	return err
 }
 
-// call runs fn; when it fails Unauthenticated and the client has a key
-// (the connection is new, or was never authenticated), it authenticates
-// and runs fn once more.
-func (c *Client) call(ctx context.Context, op string, fn func() error) error {
+// call runs fn on one endpoint; when it fails Unauthenticated and the
+// client has a key (the connection is new, or was never authenticated),
+// it authenticates and runs fn once more on that endpoint. A retryable
+// call (a read) that fails unavailable while ctx lasts is tried on the
+// other endpoints in turn.
+func (c *Client) call(ctx context.Context, op string, retryable bool, fn func(ep *endpoint) error) error {
+	attempts := 1
+	if retryable {
+		attempts = len(c.eps)
+	}
+	var last *endpoint
+	for a := 1; ; a++ {
+		ep := c.pick(last)
+		err := c.callOn(ctx, ep, op, fn)
+		if err == nil || a >= attempts || ctx.Err() != nil || !errors.Is(err, ports.ErrUnavailable) {
+			return err
+		}
+		last = ep
+	}
+}
+
+func (c *Client) callOn(ctx context.Context, ep *endpoint, op string, fn func(ep *endpoint) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w: %w", op, ports.ErrUnavailable, err)
 	}
-	err := fn()
+	err := fn(ep)
 	if status.Code(err) == codes.Unauthenticated && c.opts.InstallationKey != nil {
-		if aerr := c.authenticate(ctx); aerr != nil {
+		if aerr := c.authenticate(ctx, ep); aerr != nil {
 			return FromStatus(ctx, op+": authenticate", aerr)
 		}
-		err = fn()
+		err = fn(ep)
 	}
 	return FromStatus(ctx, op, err)
 }
@@ -136,8 +228,8 @@ func (c *Client) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) 
 		return nil, fmt.Errorf("publish: %w: batch is %d bytes, message limit %d", ports.ErrInvalidArgument, n, c.opts.MaxMessageBytes)
 	}
 	var resp *deliverypb.PublishResponse
-	err := c.call(ctx, "publish", func() (err error) {
-		resp, err = c.api.Publish(ctx, req)
+	err := c.call(ctx, "publish", false, func(ep *endpoint) (err error) {
+		resp, err = ep.api.Publish(ctx, req)
 		return err
 	})
 	if err != nil {
@@ -155,8 +247,8 @@ func (c *Client) Query(ctx context.Context, topic []byte, after uint64, limit in
 		limit = 0
 	}
 	var resp *deliverypb.QueryResponse
-	err := c.call(ctx, "query", func() (err error) {
-		resp, err = c.api.Query(ctx, &deliverypb.QueryRequest{Topic: topic, After: after, Limit: uint32(min(limit, 1<<31))})
+	err := c.call(ctx, "query", true, func(ep *endpoint) (err error) {
+		resp, err = ep.api.Query(ctx, &deliverypb.QueryRequest{Topic: topic, After: after, Limit: uint32(min(limit, 1<<31))})
 		return err
 	})
 	if err != nil {
@@ -168,8 +260,8 @@ func (c *Client) Query(ctx context.Context, topic []byte, after uint64, limit in
 // QueryNewest implements [ports.Transport.QueryNewest].
 func (c *Client) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {
 	var resp *deliverypb.QueryNewestResponse
-	err := c.call(ctx, "query newest", func() (err error) {
-		resp, err = c.api.QueryNewest(ctx, &deliverypb.QueryNewestRequest{Topic: topic})
+	err := c.call(ctx, "query newest", true, func(ep *endpoint) (err error) {
+		resp, err = ep.api.QueryNewest(ctx, &deliverypb.QueryNewestRequest{Topic: topic})
 		return err
 	})
 	if err != nil {
@@ -184,8 +276,8 @@ func (c *Client) QueryNewest(ctx context.Context, topic []byte) (*backendpb.Orig
 // HighestSequenceID implements [ports.Transport.HighestSequenceID].
 func (c *Client) HighestSequenceID(ctx context.Context, topic []byte) (uint64, error) {
 	var resp *deliverypb.HighestSequenceIdResponse
-	err := c.call(ctx, "highest sequence id", func() (err error) {
-		resp, err = c.api.HighestSequenceId(ctx, &deliverypb.HighestSequenceIdRequest{Topic: topic})
+	err := c.call(ctx, "highest sequence id", true, func(ep *endpoint) (err error) {
+		resp, err = ep.api.HighestSequenceId(ctx, &deliverypb.HighestSequenceIdRequest{Topic: topic})
 		return err
 	})
 	if err != nil {

@@ -1,9 +1,12 @@
 // Package grpctransport carries the delivery service over gRPC: a
 // [Server] that serves a [ports.DeliveryService] (the service definition is
 // proto/deliverypb), and a [Client] that implements [ports.Transport]
-// against it — reconnecting, honouring ctx deadlines, re-proving its
-// installation key on each new connection, and resuming subscriptions from
-// the last delivered cursor with no gap and no duplicate.
+// against it, or against several replicas sharing one database
+// ([DialReplicas], COMP-149) — reconnecting, honouring ctx deadlines,
+// re-proving its installation key on each new connection, and resuming
+// subscriptions from the last delivered cursor with no gap and no
+// duplicate. A subscription stream carries several envelopes per message
+// when the service's subscription holds them already.
 //
 // # Connections
 //

@@ -80,7 +80,24 @@ func (s *Server) Subscribe(req *deliverypb.SubscribeRequest, stream grpc.ServerS
 	}
 }
 
-// pump moves envelopes from sub to the stream until one side ends.
+// bufferedSubscription is an optional interface of a [ports.Subscription]
+// (core/delivery's has it): TryNext hands out an envelope it already
+// holds, without reading or waiting, or reports false. The server then
+// sends what a subscription holds in one message instead of one message
+// per envelope.
+type bufferedSubscription interface {
+	TryNext() (*backendpb.OriginatorEnvelope, bool)
+}
+
+// One subscription message holds at most maxSendEnvelopes envelopes and,
+// beyond its first envelope, maxSendBytes of them.
+const (
+	maxSendEnvelopes = 128
+	maxSendBytes     = 256 << 10
+)
+
+// pump moves envelopes from sub to the stream until one side ends,
+// several per message when sub holds them already.
 func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse], sending *atomic.Int64) error {
 	for {
 		e, err := sub.Next(ctx)
@@ -95,7 +112,18 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 			return s.status(ctx, err)
 		}
 		msg := &deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}
-		if err := s.wait(ctx, c, cost(1, proto.Size(msg))); err != nil {
+		size := proto.Size(e)
+		if b, ok := sub.(bufferedSubscription); ok {
+			for len(msg.Envelopes) < maxSendEnvelopes && size < maxSendBytes {
+				more, ok := b.TryNext()
+				if !ok {
+					break
+				}
+				msg.Envelopes = append(msg.Envelopes, more)
+				size += proto.Size(more)
+			}
+		}
+		if err := s.wait(ctx, c, cost(len(msg.Envelopes), size)); err != nil {
 			return nil // ctx ended while waiting for tokens
 		}
 		sending.Store(time.Now().UnixNano())

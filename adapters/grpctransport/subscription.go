@@ -60,8 +60,8 @@ func (s *subscription) open(ctx context.Context) (grpc.ServerStreamingClient[del
 		req.Cursors = append(req.Cursors, &deliverypb.TopicCursor{Topic: cur.Topic, After: cur.After})
 	}
 	var stream grpc.ServerStreamingClient[deliverypb.SubscribeResponse]
-	err := s.c.call(ctx, "subscribe", func() error {
-		st, err := s.c.api.Subscribe(s.ctx, req)
+	err := s.c.call(ctx, "subscribe", true, func(ep *endpoint) error {
+		st, err := ep.api.Subscribe(s.ctx, req)
 		if err != nil {
 			return err
 		}

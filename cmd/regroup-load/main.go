@@ -15,11 +15,23 @@
 //     received exactly what each topic holds;
 //   - raw insert rate: single-row INSERTs into a plain table of the same
 //     database by the same number of writers, the reference the
-//     throughput is read against.
+//     throughput is read against;
+//   - replica runs (on PostgreSQL, with -replicas N): N regroupd processes
+//     share the database with -postgres-notify; every publisher spreads
+//     its calls over all of them (grpctransport.DialReplicas), one reader
+//     subscribes to each, and every reader must receive exactly what each
+//     topic holds, in order; then the same with one process SIGKILLed and
+//     restarted halfway. The throughput of N processes is printed against
+//     the steady run's one.
+//
+// During each steady run it scrapes every process's /metrics and prints
+// the figures beside its own (publishes against acknowledgements,
+// latency and lag histograms), so the two can be checked against each
+// other.
 //
 // It exits non-zero when any check fails.
 //
-//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s]
+//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s] [-replicas 3]
 package main
 
 import (
@@ -28,6 +40,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
@@ -39,16 +52,29 @@ type params struct {
 	topics     int
 	duration   time.Duration
 	payload    int
+	// profileDir, when set, receives a CPU profile of regroupd during
+	// each steady run.
+	profileDir string
+	// batch is the number of envelopes per Publish call.
+	batch int
+	// replicas, when above 1, adds on PostgreSQL the replica runs: that
+	// many regroupd processes sharing the database.
+	replicas int
 }
 
 func main() {
 	var p params
 	var requirePG bool
+	var only string
 	flag.StringVar(&p.bin, "regroupd", "./bin/regroupd", "path of the regroupd binary to run")
 	flag.IntVar(&p.publishers, "publishers", 16, "concurrent publishers (one connection each)")
 	flag.IntVar(&p.topics, "topics", 8, "group-message topics the publishers spread over")
 	flag.DurationVar(&p.duration, "duration", 10*time.Second, "length of each timed run")
 	flag.IntVar(&p.payload, "payload", 256, "bytes per envelope payload")
+	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
+	flag.IntVar(&p.batch, "batch", 1, "envelopes per publish call (the acknowledged count and the rate are in envelopes; latency is per call)")
+	flag.IntVar(&p.replicas, "replicas", 0, "on PostgreSQL, also run this many regroupd replicas sharing the database (steady, and with one SIGKILLed); 0 or 1 skips")
+	flag.StringVar(&only, "databases", "sqlite,postgres", "the databases to run, comma-separated")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
 	if _, err := os.Stat(p.bin); err != nil {
@@ -65,8 +91,13 @@ func main() {
 	type db struct {
 		name, database string
 	}
-	dbs := []db{{name: "sqlite", database: filepath.Join(dir, "steady.db")}}
-	if dsn := os.Getenv("REGROUP_POSTGRES_DSN"); dsn != "" {
+	var dbs []db
+	if strings.Contains(only, "sqlite") {
+		dbs = append(dbs, db{name: "sqlite", database: filepath.Join(dir, "steady.db")})
+	}
+	if !strings.Contains(only, "postgres") {
+		// not asked for
+	} else if dsn := os.Getenv("REGROUP_POSTGRES_DSN"); dsn != "" {
 		dbs = append(dbs, db{name: "postgres", database: dsn})
 	} else if requirePG {
 		fmt.Fprintln(os.Stderr, "regroup-load: REGROUP_POSTGRES_DSN is unset and PostgreSQL is required")
@@ -74,9 +105,9 @@ func main() {
 	} else {
 		fmt.Println("postgres: skipped (REGROUP_POSTGRES_DSN unset)")
 	}
-	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, loopback gRPC\n\n",
-		p.publishers, p.topics, p.duration, p.payload)
-	fmt.Printf("%-9s %-7s %9s %11s %9s %9s %12s  %s\n", "database", "run", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "checks")
+	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, %d per publish, loopback gRPC\n\n",
+		p.publishers, p.topics, p.duration, p.payload, max(p.batch, 1))
+	fmt.Printf("%-9s %-15s %5s %9s %11s %9s %9s %12s %7s  %s\n", "database", "run", "procs", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "ratio", "checks")
 	failed := false
 	for _, d := range dbs {
 		ctx := context.Background()
@@ -92,26 +123,61 @@ func main() {
 				}
 			}
 		}
-		rawDB, rawSchema, dropRaw := fresh("raw.db")
-		raw, err := rawInsertRate(ctx, d.name, rawDB, rawSchema, p)
-		dropRaw()
+		// The reference is measured before and after the database's runs,
+		// and their mean is what each run is read against: the machine's
+		// load drifts over the minutes a database's runs take.
+		measureRaw := func(file string) (rawRate, error) {
+			rawDB, rawSchema, dropRaw := fresh(file)
+			defer dropRaw()
+			return rawInsertRate(ctx, d.name, rawDB, rawSchema, p)
+		}
+		before, err := measureRaw("raw-before.db")
 		if err != nil {
 			fmt.Printf("%-9s raw insert failed: %v\n", d.name, err)
 			failed = true
 			continue
 		}
-		for _, fault := range []bool{false, true} {
-			database, schema, drop := fresh(map[bool]string{false: "steady.db", true: "fault.db"}[fault])
-			res, err := runLoad(ctx, p, database, schema, fault)
+		type line struct {
+			rn  run
+			res result
+		}
+		var lines []line
+		runs := []run{{name: "steady", replicas: 1}, {name: "fault", replicas: 1, fault: true}}
+		if d.name == "postgres" && p.replicas > 1 {
+			runs = append(runs, run{name: "replicas", replicas: p.replicas}, run{name: "replicas-fault", replicas: p.replicas, fault: true})
+		}
+		rates := map[string]float64{}
+		for _, rn := range runs {
+			database, schema, drop := fresh(rn.name + ".db")
+			res, err := runLoad(ctx, p, database, schema, rn)
 			drop()
-			run := map[bool]string{false: "steady", true: "fault"}[fault]
 			if err != nil {
-				fmt.Printf("%-9s %-7s FAILED: %v\n", d.name, run, err)
+				fmt.Printf("%-9s %-15s %5d FAILED: %v\n", d.name, rn.name, rn.replicas, err)
 				failed = true
 				continue
 			}
-			fmt.Printf("%-9s %-7s %9d %11.0f %9s %9s %12.0f  %s\n", d.name, run, res.acked,
-				float64(res.acked)/res.elapsed.Seconds(), res.p50.Round(10*time.Microsecond), res.p99.Round(10*time.Microsecond), raw, res.summary)
+			lines = append(lines, line{rn, res})
+		}
+		after, err := measureRaw("raw-after.db")
+		if err != nil {
+			fmt.Printf("%-9s raw insert failed: %v\n", d.name, err)
+			failed = true
+			continue
+		}
+		raw := (before.rate + after.rate) / 2
+		fmt.Printf("%-9s raw inserts: %.0f rows/s before the runs, %.0f after, mean %.0f; load generator %.0fµs CPU per insert\n",
+			d.name, before.rate, after.rate, raw, (before.cpuPerInsert+after.cpuPerInsert)/2)
+		for _, l := range lines {
+			rate := float64(l.res.acked) / l.res.elapsed.Seconds()
+			rates[l.rn.name] = rate
+			fmt.Printf("%-9s %-15s %5d %9d %11.0f %9s %9s %12.0f %7.2f  %s\n", d.name, l.rn.name, l.rn.replicas, l.res.acked,
+				rate, l.res.p50.Round(10*time.Microsecond), l.res.p99.Round(10*time.Microsecond), raw, rate/raw, l.res.summary)
+			if l.res.metrics != nil {
+				fmt.Printf("%-9s %-15s %5s  %s\n", "", "", "", l.res.metrics.summary(l.res.acked, l.res.loadCPU))
+			}
+		}
+		if one, n := rates["steady"], rates["replicas"]; one > 0 && n > 0 {
+			fmt.Printf("%-9s %d replicas against 1: %.0f against %.0f envelopes/s, %.2f×\n", d.name, p.replicas, n, one, n/one)
 		}
 	}
 	if failed {

@@ -17,7 +17,13 @@ import (
 // a payload-sized row into a plain table, by p.publishers concurrent
 // writers, on the same database with the durability settings regroupd
 // uses (SQLite: WAL, synchronous=FULL).
-func rawInsertRate(ctx context.Context, dialect, database, schema string, p params) (float64, error) {
+// rawRate is one measurement of the reference.
+type rawRate struct {
+	rate         float64 // rows per second
+	cpuPerInsert float64 // the load generator's CPU µs per insert
+}
+
+func rawInsertRate(ctx context.Context, dialect, database, schema string, p params) (rawRate, error) {
 	var db *sql.DB
 	var err error
 	table := "raw_inserts"
@@ -35,12 +41,12 @@ func rawInsertRate(ctx context.Context, dialect, database, schema string, p para
 		}
 	}
 	if err != nil {
-		return 0, err
+		return rawRate{}, err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(p.publishers)
 	if _, err := db.ExecContext(ctx, create); err != nil {
-		return 0, fmt.Errorf("create raw table: %w", err)
+		return rawRate{}, fmt.Errorf("create raw table: %w", err)
 	}
 	payload := make([]byte, p.payload)
 	_, _ = rand.Read(payload)
@@ -50,7 +56,7 @@ func rawInsertRate(ctx context.Context, dialect, database, schema string, p para
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, p.publishers)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	for w := 0; w < p.publishers; w++ {
 		wg.Add(1)
 		go func() {
@@ -67,7 +73,8 @@ func rawInsertRate(ctx context.Context, dialect, database, schema string, p para
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, fmt.Errorf("raw insert: %w", err)
+		return rawRate{}, fmt.Errorf("raw insert: %w", err)
 	}
-	return float64(n.Load()) / time.Since(start).Seconds(), nil
+	elapsed, cpu := time.Since(start), cpuTime()-cpu0
+	return rawRate{rate: float64(n.Load()) / elapsed.Seconds(), cpuPerInsert: float64(cpu.Microseconds()) / float64(max(n.Load(), 1))}, nil
 }

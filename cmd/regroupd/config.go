@@ -30,6 +30,12 @@ type config struct {
 	ShutdownTimeout  time.Duration
 	PollInterval     time.Duration
 	PostgresNotify   bool
+	// PostgresWriters and PostgresConns size the PostgreSQL store
+	// (deliverydb.Options.Writers and MaxOpenConns).
+	PostgresWriters, PostgresConns int
+	// Pprof serves net/http/pprof under /debug/pprof/ on the health
+	// listener.
+	Pprof bool
 	// CheckKeyPackages applies RFC 9420 §10.1 and JOIN-090 to published
 	// key packages; off, only structural checks apply.
 	CheckKeyPackages bool
@@ -159,6 +165,9 @@ func parseConfig(args []string) (config, error) {
 	duration(&c.ShutdownTimeout, "shutdown-timeout", "REGROUPD_SHUTDOWN_TIMEOUT", 10*time.Second, "how long a graceful shutdown waits for calls in flight")
 	duration(&c.PollInterval, "poll-interval", "REGROUPD_POLL_INTERVAL", 0, "how often subscriptions re-read their topics unprompted, 0 never")
 	boolean(&c.PostgresNotify, "postgres-notify", "REGROUPD_POSTGRES_NOTIFY", false, "NOTIFY appends so several regroupd sharing one PostgreSQL database wake each other's subscribers")
+	integer(&c.PostgresWriters, "postgres-writers", "REGROUPD_POSTGRES_WRITERS", 2, "PostgreSQL statements that append groups of publishes at once")
+	integer(&c.PostgresConns, "postgres-conns", "REGROUPD_POSTGRES_CONNS", 16, "PostgreSQL connections this process opens at most (writers, reads, the watch's own one aside)")
+	boolean(&c.Pprof, "pprof", "REGROUPD_PPROF", false, "serve Go profiles under /debug/pprof/ on the health listener (keep that listener private)")
 	boolean(&c.CheckKeyPackages, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", true, "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
 	integer(&budgetMiB, "read-budget-mib", "REGROUPD_READ_BUDGET_MIB", 256, "MiB of stored envelopes all reads together may hold in memory")

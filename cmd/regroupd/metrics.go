@@ -2,19 +2,83 @@ package main
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/regroup-mls/regroup/adapters/deliverydb"
 	"github.com/regroup-mls/regroup/adapters/grpctransport"
+	"github.com/regroup-mls/regroup/core/delivery"
 )
 
+// latencyBuckets are the bounds, in seconds, of regroupd's latency
+// histograms: 100µs to about 6.5s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2, 17)
+
+// metrics are the measurements the delivery service and its store report
+// as they happen; the gauges and limit counters are read from their
+// sources when scraped (see newRegistry).
+type metrics struct {
+	published *prometheus.CounterVec
+	refused   *prometheus.CounterVec
+	latency   prometheus.Histogram
+	lag       prometheus.Histogram
+	idWait    prometheus.Histogram
+	dbErrors  *prometheus.CounterVec
+	dbRetries *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	ns := "regroupd"
+	return &metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "published_envelopes_total",
+			Help: "Envelopes stored by publishes, by topic kind."}, []string{"kind"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "publish_refusals_total",
+			Help: "Publishes that stored nothing, by the kind of the envelope refused and the reason."}, []string{"kind", "reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "publish_duration_seconds",
+			Help: "Time a stored publish took in the service: admission and the database transaction.", Buckets: latencyBuckets}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "subscription_lag_seconds",
+			Help: "Time from an envelope's publish to its delivery by a subscription of this process.", Buckets: latencyBuckets}),
+		idWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sequence_id_wait_seconds",
+			Help: "Time an append waited for its sequence ids: in the writer's queue and, on PostgreSQL, for its topics' row locks.", Buckets: latencyBuckets}),
+		dbErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "database_errors_total",
+			Help: "Database calls that failed, by operation."}, []string{"op"}),
+		dbRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "database_retries_total",
+			Help: "Database operations tried again, by operation."}, []string{"op"}),
+	}
+}
+
+// Published implements delivery.Observer.
+func (m *metrics) Published(kinds []string, took time.Duration) {
+	for _, k := range kinds {
+		m.published.WithLabelValues(k).Inc()
+	}
+	m.latency.Observe(took.Seconds())
+}
+
+// Refused implements delivery.Observer.
+func (m *metrics) Refused(kind, reason string) { m.refused.WithLabelValues(kind, reason).Inc() }
+
+// Delivered implements delivery.Observer.
+func (m *metrics) Delivered(lag time.Duration) { m.lag.Observe(max(lag, 0).Seconds()) }
+
+var _ delivery.Observer = (*metrics)(nil)
+
+// hooks returns the store's hooks, feeding the database metrics.
+func (m *metrics) hooks() deliverydb.Hooks {
+	return deliverydb.Hooks{
+		IDWait:  func(d time.Duration) { m.idWait.Observe(d.Seconds()) },
+		DBError: func(op string) { m.dbErrors.WithLabelValues(op).Inc() },
+		Retry:   func(op string) { m.dbRetries.WithLabelValues(op).Inc() },
+	}
+}
+
 // metricsHandler serves regroupd's metrics registry: the Go runtime and
-// process collectors, and the delivery service's limits
-// (docs/operations.md names each metric next to its limit). A metric is
-// read from its source when scraped; to add one, register it in
-// newRegistry.
+// process collectors, the delivery service's publishes, refusals,
+// latencies and database errors, and its limits (docs/operations.md
+// names each metric). To add a metric, register it in newRegistry.
 func (s *server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.newRegistry(), promhttp.HandlerOpts{})
 }
@@ -22,6 +86,11 @@ func (s *server) metricsHandler() http.Handler {
 func (s *server) newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := s.metrics
+	reg.MustRegister(m.published, m.refused, m.latency, m.lag, m.idWait, m.dbErrors, m.dbRetries)
+	for _, kind := range []string{"group_messages", "welcomes", "identity_updates", "key_packages", "commit_log"} {
+		m.published.WithLabelValues(kind) // present at zero from the start
+	}
 	stats := func() grpctransport.ServerStats { return s.rpc.Stats() }
 	gauge := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "regroupd", Name: name, Help: help}, f))

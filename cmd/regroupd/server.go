@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"sync"
 	"time"
 
@@ -39,22 +40,25 @@ type server struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	timeout  time.Duration
+	metrics  *metrics
 }
 
-func openStore(ctx context.Context, cfg config) (*deliverydb.Store, error) {
+func openStore(ctx context.Context, cfg config, hooks deliverydb.Hooks) (*deliverydb.Store, error) {
 	if cfg.postgres() {
-		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema, Notify: cfg.PostgresNotify})
+		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema,
+			Notify: cfg.PostgresNotify, Writers: cfg.PostgresWriters, MaxOpenConns: cfg.PostgresConns, Hooks: hooks})
 	}
-	return deliverydb.OpenSQLite(ctx, cfg.Database, nil)
+	return deliverydb.OpenSQLite(ctx, cfg.Database, &deliverydb.Options{Hooks: hooks})
 }
 
 // start opens the database, listens, and serves until stop.
 func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
-	store, err := openStore(ctx, cfg)
+	m := newMetrics()
+	store, err := openStore(ctx, cfg, m.hooks())
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout}
+	s := &server{log: log, store: store, timeout: cfg.ShutdownTimeout, metrics: m}
 	var kpv delivery.KeyPackageValidator
 	if cfg.CheckKeyPackages {
 		if kpv, err = keyPackageAdmission(); err != nil {
@@ -72,6 +76,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		MaxPageBytes:        cfg.MaxPageBytes,
 		ReadBudgetBytes:     cfg.ReadBudgetBytes,
 		MaxCursors:          cfg.MaxCursorsPerSubscription,
+		Observer:            m,
 	})
 	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
 		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst,
@@ -128,7 +133,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		}()
 	}
 	if cfg.HealthListen != "" {
-		if err := s.startHealth(cfg.HealthListen); err != nil {
+		if err := s.startHealth(cfg.HealthListen, cfg.Pprof); err != nil {
 			s.stop()
 			return nil, err
 		}
@@ -146,8 +151,9 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 }
 
 // startHealth serves GET /healthz (200 "ok" when the database answers)
-// and GET /metrics (Prometheus text format, see metrics.go).
-func (s *server) startHealth(addr string) error {
+// and GET /metrics (Prometheus text format, see metrics.go), and with
+// pprof the Go profiles under /debug/pprof/.
+func (s *server) startHealth(addr string, pprof bool) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("health listen: %w", err)
@@ -167,6 +173,13 @@ func (s *server) startHealth(addr string) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("GET /metrics", s.metricsHandler())
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	s.healthLn = ln
 	s.wg.Add(1)

@@ -55,6 +55,7 @@ type Client struct {
 
 	mu      sync.Mutex
 	workers *workers
+	lag     lagMeter
 }
 
 // New returns a client on deps. It checks that the store keeps messages

@@ -24,6 +24,8 @@ type workers struct {
 	mu   sync.Mutex
 	logs map[string]bool
 	due  chan struct{}
+	// dueSince is when logs last became non-empty.
+	dueSince time.Time
 }
 
 func (w *workers) stop() {
@@ -88,6 +90,9 @@ func (c *Client) logDue(groupID []byte) {
 		return
 	}
 	w.mu.Lock()
+	if len(w.logs) == 0 {
+		w.dueSince = c.deps.Clock.Now()
+	}
 	w.logs[string(groupID)] = true
 	w.mu.Unlock()
 	select {
@@ -250,6 +255,7 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 				failed <- err
 				return
 			}
+			c.lag.received(env.GetServerTimestampNs())
 			select {
 			case arrived <- env.GetEnvelope().GetTargetTopic():
 			case <-sctx.Done():
@@ -274,6 +280,7 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 			return err
 		case topic := <-arrived:
 			c.logErr("process", route(ctx, topic))
+			c.lag.processed(c.deps.Clock.Now())
 		}
 	}
 }

@@ -87,15 +87,15 @@ func VerifyPublishSignature(topic []byte, entry *backendpb.SealedCommitLogEntry)
 // kind, or an error wrapping ports.ErrInvalidArgument with the reason.
 func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (ports.TopicKind, error) {
 	if env == nil {
-		return 0, invalid("nil envelope")
+		return 0, because(RefusedPayload, invalid("nil envelope"))
 	}
 	if n := proto.Size(env); n > s.opts.MaxEnvelopeBytes {
-		return 0, invalid("envelope is %d bytes, limit %d", n, s.opts.MaxEnvelopeBytes)
+		return 0, because(RefusedEnvelopeSize, invalid("envelope is %d bytes, limit %d", n, s.opts.MaxEnvelopeBytes))
 	}
 	topic := env.GetTargetTopic()
 	kind, id, err := ParseTopic(topic)
 	if err != nil {
-		return 0, err
+		return 0, because(RefusedTopic, err)
 	}
 	want := map[ports.TopicKind]string{
 		ports.TopicGroupMessages:   "group_message",
@@ -110,66 +110,66 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 	switch p := env.GetPayload().(type) {
 	case nil:
 		if len(env.ProtoReflect().GetUnknown()) > 0 {
-			return 0, invalid("envelope has an unknown payload (a field this service does not know)")
+			return 0, because(RefusedPayload, invalid("envelope has an unknown payload (a field this service does not know)"))
 		}
-		return 0, invalid("envelope has no payload")
+		return 0, because(RefusedPayload, invalid("envelope has no payload"))
 	case *backendpb.ClientEnvelope_GroupMessage:
 		if kind != ports.TopicGroupMessages {
-			return 0, mismatch("group_message")
+			return 0, because(RefusedPayload, mismatch("group_message"))
 		}
 		if len(p.GroupMessage) == 0 {
-			return 0, invalid("empty group_message")
+			return 0, because(RefusedPayload, invalid("empty group_message"))
 		}
 	case *backendpb.ClientEnvelope_WelcomeMessage:
 		if kind != ports.TopicWelcomes {
-			return 0, mismatch("welcome_message")
+			return 0, because(RefusedPayload, mismatch("welcome_message"))
 		}
-		return kind, admitWelcome(id, p.WelcomeMessage)
+		return kind, because(RefusedWelcome, admitWelcome(id, p.WelcomeMessage))
 	case *backendpb.ClientEnvelope_IdentityUpdate:
 		if kind != ports.TopicIdentityUpdates {
-			return 0, mismatch("identity_update")
+			return 0, because(RefusedPayload, mismatch("identity_update"))
 		}
 		u := p.IdentityUpdate
 		if u == nil || len(u.GetRecoveryPublicKey()) != ed25519.PublicKeySize {
-			return 0, invalid("identity_update recovery_public_key must be %d bytes", ed25519.PublicKeySize)
+			return 0, because(RefusedIdentityUpdate, invalid("identity_update recovery_public_key must be %d bytes", ed25519.PublicKeySize))
 		}
 		sum := sha256.Sum256(u.GetRecoveryPublicKey())
 		if !bytes.Equal(sum[:], id) || u.GetInboxId() != hex.EncodeToString(sum[:]) {
-			return 0, invalid("identity_update inbox id is not SHA-256 of its recovery key or does not match the topic")
+			return 0, because(RefusedIdentityUpdate, invalid("identity_update inbox id is not SHA-256 of its recovery key or does not match the topic"))
 		}
 		if u.GetAction() == nil {
-			return 0, invalid("identity_update has no action")
+			return 0, because(RefusedIdentityUpdate, invalid("identity_update has no action"))
 		}
 		if err := admitIdentityUpdate(u); err != nil {
-			return 0, err
+			return 0, because(RefusedIdentityUpdate, err)
 		}
 	case *backendpb.ClientEnvelope_KeyPackage:
 		if kind != ports.TopicKeyPackages {
-			return 0, mismatch("key_package")
+			return 0, because(RefusedPayload, mismatch("key_package"))
 		}
 		kp := p.KeyPackage.GetKeyPackageTlsSerialized()
 		if len(kp) == 0 {
-			return 0, invalid("empty key_package")
+			return 0, because(RefusedPayload, invalid("empty key_package"))
 		}
 		if s.opts.KeyPackageValidator != nil {
 			if err := s.opts.KeyPackageValidator.ValidateKeyPackage(ctx, id, kp); err != nil {
 				// JOIN-090: the backend rejects an unusable key package at admission.
-				return 0, invalid("key package refused: %v", err)
+				return 0, because(RefusedKeyPackage, invalid("key package refused: %v", err))
 			}
 		}
 	case *backendpb.ClientEnvelope_SealedCommitLogEntry:
 		if kind != ports.TopicCommitLog {
-			return 0, mismatch("sealed_commit_log_entry")
+			return 0, because(RefusedPayload, mismatch("sealed_commit_log_entry"))
 		}
 		e := p.SealedCommitLogEntry
 		if !bytes.Equal(e.GetCommitLogId(), id) {
-			return 0, invalid("sealed_commit_log_entry commit_log_id does not name its topic")
+			return 0, because(RefusedSignature, invalid("sealed_commit_log_entry commit_log_id does not name its topic"))
 		}
 		if !VerifyPublishSignature(topic, e) {
-			return 0, invalid("sealed_commit_log_entry publish signature does not verify under its commit_log_id")
+			return 0, because(RefusedSignature, invalid("sealed_commit_log_entry publish signature does not verify under its commit_log_id"))
 		}
 	default:
-		return 0, invalid("unknown payload %T", p)
+		return 0, because(RefusedPayload, invalid("unknown payload %T", p))
 	}
 	return kind, nil
 }

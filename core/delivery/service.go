@@ -30,6 +30,14 @@
 // whatever the store answered (COMP-142). A sealed commit-log entry is
 // stored once per topic (COMP-144).
 //
+// # Metrics
+//
+// An [Observer] (Options.Observer) hears every stored publish with its
+// envelopes' topic kinds ([KindName]) and duration, every refused publish
+// with its reason (the Refused constants), and every envelope a
+// subscription hands out with its lag. [Service.ReadBudgetInUse] reports
+// the read budget held.
+//
 // # Errors
 //
 // Refused envelopes and malformed queries (a cursor above 2^63-1 among
@@ -42,6 +50,7 @@ package delivery
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -98,6 +107,9 @@ type Options struct {
 	// (JOIN-090). Nil applies only the structural checks: a key package
 	// must be non-empty on a 32-byte key-package topic.
 	KeyPackageValidator KeyPackageValidator
+	// Observer, when set, receives every publish, refusal and delivery
+	// (metrics).
+	Observer Observer
 }
 
 func (o *Options) withDefaults() Options {
@@ -116,6 +128,9 @@ func (o *Options) withDefaults() Options {
 	def(&r.MaxPageSize, 1000)
 	def(&r.MaxPageBytes, 2<<20)
 	def(&r.MaxCursors, 1024)
+	if r.Observer == nil {
+		r.Observer = noObserver{}
+	}
 	if r.ReadBudgetBytes <= 0 {
 		r.ReadBudgetBytes = 256 << 20
 	}
@@ -157,32 +172,56 @@ func New(store ports.EnvelopeStore, opts *Options) *Service {
 // the envelope's index and the reason. Publishing needs an authenticated
 // caller.
 func (s *Service) Publish(ctx context.Context, caller ports.Caller, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	start := time.Now()
+	kinds, ids, err := s.publish(ctx, caller, envs)
+	if err != nil {
+		var kind string
+		if len(envs) > 0 {
+			kind = KindName(envs[0].GetTargetTopic())
+		}
+		var r *refusal
+		if errors.As(err, &r) && r.kind != "" {
+			kind = r.kind
+		}
+		s.opts.Observer.Refused(kind, reasonOf(err, RefusedUnavailable))
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	s.opts.Observer.Published(kinds, time.Since(start))
+	return ids, nil
+}
+
+// publish is Publish without the observer: it returns the kind of each
+// envelope stored, and the ids.
+func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*backendpb.ClientEnvelope) ([]string, []uint64, error) {
 	if !caller.Authenticated() {
-		return nil, fmt.Errorf("publish: %w: publishing needs an authenticated connection", ports.ErrUnauthenticated)
+		return nil, nil, because(RefusedUnauthenticated, fmt.Errorf("%w: publishing needs an authenticated connection", ports.ErrUnauthenticated))
 	}
 	if len(envs) == 0 {
-		return nil, fmt.Errorf("publish: %w: empty batch", ports.ErrInvalidArgument)
+		return nil, nil, because(RefusedBatch, fmt.Errorf("%w: empty batch", ports.ErrInvalidArgument))
 	}
 	if len(envs) > s.opts.MaxBatch {
-		return nil, fmt.Errorf("publish: %w: batch of %d envelopes, limit %d", ports.ErrInvalidArgument, len(envs), s.opts.MaxBatch)
+		return nil, nil, because(RefusedBatch, fmt.Errorf("%w: batch of %d envelopes, limit %d", ports.ErrInvalidArgument, len(envs), s.opts.MaxBatch))
 	}
 	if s.opts.Clock == nil {
-		return nil, fmt.Errorf("publish: %w", errNoClock)
+		return nil, nil, errNoClock
 	}
 	now := s.opts.Clock.Now()
 	rows := make([]ports.NewStoredEnvelope, len(envs))
+	kinds := make([]string, len(envs))
 	for i, env := range envs {
 		kind, err := s.admit(ctx, env)
 		if err == nil {
-			err = admitPublisher(caller, env)
+			err = because(RefusedPublisher, admitPublisher(caller, env))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("publish: envelope %d: %w", i, err)
+			return nil, nil, &refusal{reason: reasonOf(err, RefusedPayload), kind: KindName(env.GetTargetTopic()),
+				err: fmt.Errorf("envelope %d: %w", i, err)}
 		}
 		raw, err := proto.MarshalOptions{Deterministic: true}.Marshal(env)
 		if err != nil {
-			return nil, fmt.Errorf("publish: envelope %d: %w: %v", i, ports.ErrInvalidArgument, err)
+			return nil, nil, because(RefusedPayload, fmt.Errorf("envelope %d: %w: %v", i, ports.ErrInvalidArgument, err))
 		}
+		kinds[i] = KindName(env.GetTargetTopic())
 		rows[i] = ports.NewStoredEnvelope{
 			Topic:             env.GetTargetTopic(),
 			Envelope:          raw,
@@ -200,9 +239,9 @@ func (s *Service) Publish(ctx context.Context, caller ports.Caller, envs []*back
 		s.hub.notify(r.Topic)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("publish: %w", err)
+		return nil, nil, err
 	}
-	return ids, nil
+	return kinds, ids, nil
 }
 
 func (s *Service) expiry(kind ports.TopicKind, now time.Time) int64 {

@@ -199,16 +199,8 @@ func (sub *subscription) nextPoll() time.Time {
 func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, error) {
 	sub.nextMu.Lock()
 	defer sub.nextMu.Unlock()
-	// The caller is done with the envelope handed out last.
-	sub.release(sub.lastSize)
-	sub.lastSize = 0
 	for {
-		if len(sub.buf) > 0 {
-			e, n := sub.buf[0], sub.sizes[0]
-			sub.buf[0] = nil
-			sub.buf, sub.sizes = sub.buf[1:], sub.sizes[1:]
-			sub.cursors[sub.bufTopic] = e.GetSequenceId()
-			sub.lastSize = n
+		if e, ok := sub.takeBuffered(); ok {
 			return e, nil
 		}
 		if err := sub.ended(); err != nil {
@@ -236,6 +228,39 @@ func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelop
 			return nil, fmt.Errorf("subscription: %w", err)
 		}
 	}
+}
+
+// TryNext returns the next envelope when the subscription holds one
+// already read, without reading or waiting; ok is false otherwise. A
+// server that sends several envelopes per message takes them with it
+// after Next returned one.
+func (sub *subscription) TryNext() (*backendpb.OriginatorEnvelope, bool) {
+	sub.nextMu.Lock()
+	defer sub.nextMu.Unlock()
+	if sub.ended() != nil {
+		return nil, false
+	}
+	return sub.takeBuffered()
+}
+
+// takeBuffered hands out the next envelope of the page at hand, if any:
+// the caller is done with the one handed out before, whose read budget
+// goes back. nextMu must be held.
+func (sub *subscription) takeBuffered() (*backendpb.OriginatorEnvelope, bool) {
+	sub.release(sub.lastSize)
+	sub.lastSize = 0
+	if len(sub.buf) == 0 {
+		return nil, false
+	}
+	e, n := sub.buf[0], sub.sizes[0]
+	sub.buf[0] = nil
+	sub.buf, sub.sizes = sub.buf[1:], sub.sizes[1:]
+	sub.cursors[sub.bufTopic] = e.GetSequenceId()
+	sub.lastSize = n
+	if c := sub.svc.opts.Clock; c != nil {
+		sub.svc.opts.Observer.Delivered(time.Duration(c.Now().UnixNano() - e.GetServerTimestampNs()))
+	}
+	return e, true
 }
 
 // wait blocks until a topic is woken, the poll interval passes, or the
