@@ -102,7 +102,7 @@ func newService(t testing.TB, clk ports.Clock) *delivery.Service {
 }
 
 // serveGRPC serves svc over gRPC on 127.0.0.1 and returns the address.
-func serveGRPC(t testing.TB, svc *delivery.Service) string {
+func serveGRPC(t testing.TB, svc ports.DeliveryService) string {
 	rpc := grpctransport.NewServer(svc, nil)
 	gs := rpc.GRPCServer()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
