@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/adapters/clock"
+	"github.com/regroup-mls/regroup/adapters/grpctransport"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/core/keypackage"
@@ -146,4 +147,54 @@ func BenchmarkRotate(b *testing.B) {
 	per := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(per)/float64(build), "ratio_to_build")
 	b.ReportMetric(float64(build.Microseconds()), "build_µs")
+}
+
+// BenchmarkFetchInboxes measures what a sender does before adding 100
+// inboxes of two installations each: fetch every installation's newest
+// key package from regroupd over gRPC on 127.0.0.1 (its rate limits
+// off) and validate it. It
+// runs FetchInboxes with the default concurrency and, in the same
+// iterations, one installation at a time (Concurrency 1, what FetchInbox
+// per inbox did), and reports both per add and their ratio.
+func BenchmarkFetchInboxes(b *testing.B) {
+	svc := newService(b, clock.NewFake(t0))
+	// Without regroupd's rate limits: the figure is the sender's work.
+	addr := serveGRPCWith(b, svc, &grpctransport.ServerOptions{RatePerSecond: -1, IdentityRatePerSecond: -1, GlobalRatePerSecond: -1})
+	tr, err := grpctransport.Dial(addr, &grpctransport.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { tr.Close() })
+	var states []ports.AssociationState
+	for range 100 {
+		w := newSenderWorldOn(b, svc, 2)
+		for i := range 2 {
+			w.publish(i, w.craft(i).build(b))
+		}
+		states = append(states, w.state())
+	}
+	ctx := context.Background()
+	par, seq := validator(b), validator(b)
+	seq.Concurrency = 1
+	run := func(v *keypackage.Validator) time.Duration {
+		start := time.Now()
+		_, errs := v.FetchInboxes(ctx, tr, states, t0)
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	var tPar, tSeq time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tPar += run(par)
+		tSeq += run(seq)
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(per(tPar), "concurrent-ns/add")
+	b.ReportMetric(per(tSeq), "one-at-a-time-ns/add")
+	b.ReportMetric(per(tSeq)/per(tPar), "speedup")
 }

@@ -25,7 +25,7 @@ import (
 // senderWorld is an inbox of several installations on a delivery service,
 // each publishing whatever package a test gives it.
 type senderWorld struct {
-	t        *testing.T
+	t        testing.TB
 	svc      ports.DeliveryService
 	recovery ed25519.PrivateKey
 	inbox    string
@@ -33,12 +33,12 @@ type senderWorld struct {
 	seq      uint64
 }
 
-func newSenderWorld(t *testing.T, n int) *senderWorld {
+func newSenderWorld(t testing.TB, n int) *senderWorld {
 	return newSenderWorldOn(t, newService(t, clock.NewFake(t0)), n)
 }
 
 // newSenderWorldOn is newSenderWorld on an existing delivery service.
-func newSenderWorldOn(t *testing.T, svc ports.DeliveryService, n int) *senderWorld {
+func newSenderWorldOn(t testing.TB, svc ports.DeliveryService, n int) *senderWorld {
 	w := &senderWorld{t: t, svc: svc}
 	_, w.recovery, _ = ed25519.GenerateKey(nil)
 	tr := memtransport.New(w.svc, nil)
