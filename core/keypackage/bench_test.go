@@ -21,7 +21,9 @@ import (
 // asks for (the KeyPackage signature and the leaf node's, over their
 // exact signed contents) and the HPKE sender setup under the advertised
 // wrapper key (JOIN-090). It reports validations/s, the reference's parts
-// per operation, and validate's time over the two verifications
+// per operation, the allocations of one validation alone (B/op and
+// allocs/op count the reference's too), and validate's time over the two
+// verifications
 // (ratio_to_sigs) and over verifications plus setup
 // (ratio_to_sigs_and_setup).
 func BenchmarkValidate(b *testing.B) {
@@ -43,6 +45,7 @@ func BenchmarkValidate(b *testing.B) {
 				b.Fatal(err)
 			}
 			w, _ := registry(b).Wrapper(alg)
+			allocs := testing.AllocsPerRun(20, func() { v.Validate(ctx, kp, testInbox, pub, t0) })
 			var tVal, tSigs, tSetup time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -66,6 +69,7 @@ func BenchmarkValidate(b *testing.B) {
 			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
 			b.ReportMetric(float64(b.N)/tVal.Seconds(), "validations/s")
 			b.ReportMetric(per(tVal), "validate-ns/op")
+			b.ReportMetric(allocs, "validate-allocs/op")
 			b.ReportMetric(per(tSigs), "2verify-ns/op")
 			b.ReportMetric(per(tSetup), "hpke-setup-ns/op")
 			b.ReportMetric(per(tVal)/per(tSigs), "ratio_to_sigs")
