@@ -15,7 +15,7 @@ type inboxWork struct {
 	inboxID string
 	reqs    []int  // indexes of the requests naming the inbox
 	through uint64 // the highest sequence id requested
-	held    *held  // the held records, each verified once
+	held    *held  // the held records through `through`, each verified once
 	highest uint64 // the highest sequence id held
 	fetched []ports.IdentityUpdateRecord
 	// fetchErr is the last fetch's failure, nil after a fetch succeeded.
@@ -28,45 +28,16 @@ type inboxWork struct {
 // transaction reads what is held, the inboxes still missing an update are
 // fetched Concurrency at a time (each through the highest sequence id
 // requested of it), one transaction stores what every fetch returned, and
-// each held update is decoded and verified once per call (COMP-130). The answers are the same as one AssociationState call per
-// request.
+// each held update is decoded and verified once per call (COMP-130). The
+// answers are those of one AssociationState call per request.
 func (r *Resolver) AssociationStates(ctx context.Context, reqs []ports.IdentityRequest) ([]ports.IdentityResult, error) {
 	res := make([]ports.IdentityResult, len(reqs))
 	done := make([]bool, len(reqs))
-	byInbox := map[string]*inboxWork{}
-	var pending []*inboxWork
-	for i, q := range reqs {
-		if _, err := Topic(q.InboxID); err != nil {
-			res[i].Err, done[i] = fmt.Errorf("association state: %w: %v", ports.ErrNotFound, err), true
-			continue
-		}
-		if q.SequenceID == 0 || q.SequenceID > math.MaxInt64 {
-			res[i].Err = fmt.Errorf("association state of %s at %d: %w: no update has that sequence id", q.InboxID, q.SequenceID, ports.ErrNotFound)
-			done[i] = true
-			continue
-		}
-		w := byInbox[q.InboxID]
-		if w == nil {
-			w = &inboxWork{inboxID: q.InboxID, held: newHeld(q.InboxID)}
-			byInbox[q.InboxID] = w
-			pending = append(pending, w)
-		}
-		w.reqs, w.through = append(w.reqs, i), max(w.through, q.SequenceID)
-	}
+	pending := plan(reqs, res, done)
 	deadline := r.opts.Clock.Now().Add(r.opts.RetryWindow)
 	for attempt := 0; len(pending) > 0; attempt++ {
-		var err error
-		if attempt == 0 {
-			err = r.readHeld(ctx, pending)
-		} else {
-			r.fetchAll(ctx, pending)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			err = r.storeFetched(ctx, pending)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("association states: %w", err)
+		if err := r.pass(ctx, pending, attempt == 0); err != nil {
+			return nil, err
 		}
 		pending = r.answer(reqs, pending, res, done)
 		if len(pending) == 0 || attempt == 0 {
@@ -90,6 +61,53 @@ func (r *Resolver) AssociationStates(ctx context.Context, reqs []ports.IdentityR
 		}
 	}
 	return res, nil
+}
+
+// plan answers the requests no update can answer (a malformed inbox id,
+// sequence id 0 or one above the store's range) with ErrNotFound, and
+// groups the others by inbox, in the order the inboxes first appear.
+func plan(reqs []ports.IdentityRequest, res []ports.IdentityResult, done []bool) []*inboxWork {
+	byInbox := map[string]*inboxWork{}
+	var pending []*inboxWork
+	for i, q := range reqs {
+		if _, err := Topic(q.InboxID); err != nil {
+			res[i].Err, done[i] = fmt.Errorf("association state: %w: %v", ports.ErrNotFound, err), true
+			continue
+		}
+		if q.SequenceID == 0 || q.SequenceID > math.MaxInt64 {
+			res[i].Err = fmt.Errorf("association state of %s at %d: %w: no update has that sequence id", q.InboxID, q.SequenceID, ports.ErrNotFound)
+			done[i] = true
+			continue
+		}
+		w := byInbox[q.InboxID]
+		if w == nil {
+			w = &inboxWork{inboxID: q.InboxID, held: newHeld(q.InboxID)}
+			byInbox[q.InboxID] = w
+			pending = append(pending, w)
+		}
+		w.reqs, w.through = append(w.reqs, i), max(w.through, q.SequenceID)
+	}
+	return pending
+}
+
+// pass brings what is known of the pending inboxes up to date: the first
+// reads the store; every later one fetches the topics and stores what
+// they returned. Only a cancelled ctx or a store failure fails it.
+func (r *Resolver) pass(ctx context.Context, pending []*inboxWork, first bool) error {
+	var err error
+	if first {
+		err = r.readHeld(ctx, pending)
+	} else {
+		r.fetchAll(ctx, pending)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		err = r.storeFetched(ctx, pending)
+	}
+	if err != nil {
+		return fmt.Errorf("association states: %w", err)
+	}
+	return nil
 }
 
 // notFound is the answer for a request the retry window ended without:
@@ -163,12 +181,13 @@ func (r *Resolver) storeFetched(ctx context.Context, pending []*inboxWork) error
 	return nil
 }
 
-// hold decodes and verifies each inbox's newly read records (the
-// CPU-bound part, Concurrency inboxes at a time).
+// hold decodes and verifies each inbox's newly read records up to the
+// highest sequence id requested of it (the CPU-bound part, Concurrency
+// inboxes at a time), and notes the highest sequence id read.
 func (r *Resolver) hold(pending []*inboxWork, reads [][]ports.IdentityUpdateRecord) {
 	r.each(len(pending), func(i int) {
 		w := pending[i]
-		w.held.add(reads[i])
+		w.held.add(reads[i], w.through)
 		for _, rec := range reads[i] {
 			w.highest = max(w.highest, rec.SequenceID)
 		}

@@ -17,7 +17,7 @@ import (
 // ever revoked; a revoke removes the key and bars it for good.
 // The state's SequenceID is through.
 func Fold(inboxID string, records []ports.IdentityUpdateRecord, through uint64) ports.AssociationState {
-	return newHeld(inboxID).add(records).fold(through)
+	return newHeld(inboxID).add(records, through).fold(through)
 }
 
 // held is an inbox's held records, each decoded and verified once: the
@@ -33,11 +33,12 @@ func newHeld(inboxID string) *held {
 	return &held{inboxID: inboxID, updates: map[uint64]*identitypb.IdentityUpdate{}}
 }
 
-// add decodes and verifies the records it does not hold yet; the first
-// record held at a sequence id stays, as in the store.
-func (h *held) add(records []ports.IdentityUpdateRecord) *held {
+// add decodes and verifies the records through sequence id through that
+// it does not hold yet; the first record held at a sequence id stays, as
+// in the store.
+func (h *held) add(records []ports.IdentityUpdateRecord, through uint64) *held {
 	for _, r := range records {
-		if _, ok := h.updates[r.SequenceID]; ok {
+		if _, ok := h.updates[r.SequenceID]; ok || r.SequenceID > through {
 			continue
 		}
 		u, err := DecodeUpdate(r.Update)
