@@ -29,3 +29,30 @@ type Identity interface {
 	// [ErrNotFound] when none is held.
 	Newest(ctx context.Context, inboxID string) (AssociationState, error)
 }
+
+// IdentityRequest names one association state to resolve: an inbox at an
+// exact identity sequence id.
+type IdentityRequest struct {
+	InboxID    string
+	SequenceID uint64
+}
+
+// IdentityResult is the answer to one [IdentityRequest]: the state, or
+// the error [Identity.AssociationState] would have returned for it.
+type IdentityResult struct {
+	State AssociationState
+	Err   error
+}
+
+// BatchIdentity is an optional ability of an [Identity], detected with a
+// type assertion: resolving many association states in one call.
+type BatchIdentity interface {
+	// AssociationStates resolves every request exactly as
+	// [Identity.AssociationState] would — the same states, the same
+	// errors (wrapping [ErrNotFound] or [ErrUnavailable]) and the same
+	// fetch-and-retry window for each request, measured from the call — and
+	// returns one result per request, in request order. It never answers a
+	// request from partial state. It returns an error, and no results, only
+	// when the whole call failed (ctx ended, or the local store failed).
+	AssociationStates(ctx context.Context, reqs []IdentityRequest) ([]IdentityResult, error)
+}

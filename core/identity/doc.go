@@ -10,7 +10,9 @@
 // installation key, or revoke one, signed by the recovery key (COMP-071).
 // [VerifyUpdate] checks one update; [Fold] computes association state from
 // an inbox's updates; [Resolver] implements [ports.Identity] over a
-// [ports.Store] (the cache) and a [ports.Transport] (the topic).
+// [ports.Store] (the cache) and a [ports.Transport] (the topic), and
+// [ports.BatchIdentity]: [Resolver.AssociationStates] resolves many
+// inboxes in one pass (COMP-130).
 //
 // [CreateInbox], [AddInstallation] and [Revoke] create and change an
 // identity; this installation's private keys are kept in the store's
@@ -24,4 +26,6 @@
 // with errors wrapping [ports.ErrNotFound] (no update at the requested
 // sequence id, after fetching) or [ports.ErrUnavailable] (the fetch failed
 // for the whole retry window); storage failures are returned as they are.
+// [Resolver.AssociationStates] gives those answers per request and fails
+// as a whole only for a storage failure or an ended ctx.
 package identity

@@ -14,7 +14,7 @@ import (
 )
 
 // ResolverOptions configure a [Resolver]. Store, Transport and Clock are
-// required; zero durations select the defaults.
+// required; zero values select the defaults.
 type ResolverOptions struct {
 	// Store holds the identity updates fetched so far (its IdentityCache).
 	Store ports.Store
@@ -30,16 +30,22 @@ type ResolverOptions struct {
 	RetryInterval time.Duration
 	// PageSize is the page a fetch asks for; default 500.
 	PageSize int
+	// Concurrency is how many inboxes [Resolver.AssociationStates] fetches,
+	// and verifies the updates of, at once; default 8 (COMP-130).
+	Concurrency int
 }
 
-// Resolver implements [ports.Identity]: it answers from the identity
-// updates held in the store and fetches an inbox's missing updates from its
-// topic. It is safe for concurrent use.
+// Resolver implements [ports.Identity] and [ports.BatchIdentity]: it
+// answers from the identity updates held in the store and fetches an
+// inbox's missing updates from its topic. It is safe for concurrent use.
 type Resolver struct {
 	opts ResolverOptions
 }
 
-var _ ports.Identity = (*Resolver)(nil)
+var (
+	_ ports.Identity      = (*Resolver)(nil)
+	_ ports.BatchIdentity = (*Resolver)(nil)
+)
 
 // errMissingDeps is returned by NewResolver for options without a store,
 // transport or clock.
@@ -60,21 +66,10 @@ func NewResolver(opts ResolverOptions) (*Resolver, error) {
 	if opts.PageSize <= 0 {
 		opts.PageSize = 500
 	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
 	return &Resolver{opts: opts}, nil
-}
-
-// held returns the inbox's held records through seq and the highest
-// sequence id held.
-func (r *Resolver) held(ctx context.Context, inboxID string, through uint64) (recs []ports.IdentityUpdateRecord, highest uint64, err error) {
-	err = r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
-		var err error
-		if recs, err = tx.IdentityCache().List(ctx, inboxID, through); err != nil {
-			return err
-		}
-		highest, err = tx.IdentityCache().Highest(ctx, inboxID)
-		return err
-	})
-	return recs, highest, err
 }
 
 // AssociationState implements [ports.Identity]. It answers only when the
@@ -85,54 +80,26 @@ func (r *Resolver) held(ctx context.Context, inboxID string, through uint64) (re
 // topic already shows a later update and none valid at sequenceID, since a
 // topic never shows an id after a later one (JOIN-059).
 func (r *Resolver) AssociationState(ctx context.Context, inboxID string, sequenceID uint64) (ports.AssociationState, error) {
-	if _, err := Topic(inboxID); err != nil {
-		return ports.AssociationState{}, fmt.Errorf("association state: %w: %v", ports.ErrNotFound, err)
+	res, err := r.AssociationStates(ctx, []ports.IdentityRequest{{InboxID: inboxID, SequenceID: sequenceID}})
+	if err != nil {
+		return ports.AssociationState{}, fmt.Errorf("association state of %s: %w", inboxID, err)
 	}
-	if sequenceID == 0 || sequenceID > math.MaxInt64 {
-		return ports.AssociationState{}, fmt.Errorf("association state of %s at %d: %w: no update has that sequence id", inboxID, sequenceID, ports.ErrNotFound)
-	}
-	deadline := r.opts.Clock.Now().Add(r.opts.RetryWindow)
-	var fetchErr error
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if fetchErr = r.Sync(ctx, inboxID); fetchErr != nil && ctx.Err() != nil {
-				return ports.AssociationState{}, ctx.Err()
-			}
-		}
-		recs, highest, err := r.held(ctx, inboxID, sequenceID)
-		if err != nil {
-			return ports.AssociationState{}, fmt.Errorf("association state of %s: %w", inboxID, err)
-		}
-		if validAt(inboxID, recs, sequenceID) {
-			return Fold(inboxID, recs, sequenceID), nil
-		}
-		if highest >= sequenceID {
-			return ports.AssociationState{}, fmt.Errorf("association state of %s at %d: %w: the topic holds no valid update at that sequence id",
-				inboxID, sequenceID, ports.ErrNotFound)
-		}
-		if attempt == 0 {
-			continue // fetch at once, without waiting
-		}
-		now := r.opts.Clock.Now()
-		if !now.Before(deadline) {
-			if fetchErr != nil {
-				return ports.AssociationState{}, fmt.Errorf("association state of %s at %d: %w", inboxID, sequenceID, fetchErr)
-			}
-			return ports.AssociationState{}, fmt.Errorf("association state of %s at %d: %w: no update at that sequence id after fetching for %v",
-				inboxID, sequenceID, ports.ErrNotFound, r.opts.RetryWindow)
-		}
-		select {
-		case <-ctx.Done():
-			return ports.AssociationState{}, ctx.Err()
-		case <-r.opts.Clock.After(min(r.opts.RetryInterval, deadline.Sub(now))):
-		}
-	}
+	return res[0].State, res[0].Err
 }
 
 // Newest implements [ports.Identity]: the fold of every update held for the
 // inbox, without fetching (JOIN-095). Its SequenceID is the highest held.
 func (r *Resolver) Newest(ctx context.Context, inboxID string) (ports.AssociationState, error) {
-	recs, highest, err := r.held(ctx, inboxID, math.MaxInt64)
+	var recs []ports.IdentityUpdateRecord
+	var highest uint64
+	err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
+		var err error
+		if recs, err = tx.IdentityCache().List(ctx, inboxID, math.MaxInt64); err != nil {
+			return err
+		}
+		highest, err = tx.IdentityCache().Highest(ctx, inboxID)
+		return err
+	})
 	if err != nil {
 		return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w", inboxID, err)
 	}
@@ -143,25 +110,50 @@ func (r *Resolver) Newest(ctx context.Context, inboxID string) (ports.Associatio
 }
 
 // Sync fetches the inbox's identity updates after the highest one held and
-// stores them, page by page, until the topic has no more. Only envelopes
-// whose sequence ids increase past what is held are stored, so the held
-// updates are always a prefix of the topic. A transport failure wraps
-// [ports.ErrUnavailable] (or the transport's own class).
+// stores them, until the topic has no more. Only envelopes whose sequence
+// ids increase past what is held are stored, so the held updates are
+// always a prefix of the topic; pages fetched before a failure are kept. A
+// transport failure wraps [ports.ErrUnavailable] (or the transport's own
+// class).
 func (r *Resolver) Sync(ctx context.Context, inboxID string) error {
+	if _, err := Topic(inboxID); err != nil {
+		return err
+	}
+	var after uint64
+	err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
+		var err error
+		after, err = tx.IdentityCache().Highest(ctx, inboxID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	recs, fetchErr := r.fetch(ctx, inboxID, after, math.MaxUint64)
+	if len(recs) > 0 {
+		if err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error { return put(ctx, tx, recs) }); err != nil {
+			return fmt.Errorf("store identity updates of %s: %w", inboxID, err)
+		}
+	}
+	return fetchErr
+}
+
+// fetch reads the inbox's topic after sequence id after, page by page,
+// until a page is empty, an envelope does not move forward, or it holds
+// an envelope at or after sequence id through, and returns the records
+// that move forward. On a transport failure it returns the records of the
+// pages read before it and the failure.
+func (r *Resolver) fetch(ctx context.Context, inboxID string, after, through uint64) ([]ports.IdentityUpdateRecord, error) {
 	topic, err := Topic(inboxID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, after, err := r.held(ctx, inboxID, 0)
-	if err != nil {
-		return err
-	}
+	var recs []ports.IdentityUpdateRecord
 	for {
 		page, err := r.opts.Transport.Query(ctx, topic, after, r.opts.PageSize)
 		if err != nil {
-			return fmt.Errorf("fetch identity updates of %s: %w", inboxID, err)
+			return recs, fmt.Errorf("fetch identity updates of %s: %w", inboxID, err)
 		}
-		var recs []ports.IdentityUpdateRecord
+		n := 0
 		for _, env := range page {
 			seq := env.GetSequenceId()
 			if seq <= after || seq > math.MaxInt64 {
@@ -169,25 +161,21 @@ func (r *Resolver) Sync(ctx context.Context, inboxID string) error {
 			}
 			recs = append(recs, ports.IdentityUpdateRecord{InboxID: inboxID, SequenceID: seq, Update: updateBytes(env)})
 			after = seq
+			n++
 		}
-		if len(recs) == 0 {
-			return nil
-		}
-		err = r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
-			for _, rec := range recs {
-				if _, err := tx.IdentityCache().Put(ctx, rec); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("store identity updates of %s: %w", inboxID, err)
-		}
-		if len(recs) < len(page) {
-			return nil
+		if n == 0 || n < len(page) || after >= through {
+			return recs, nil
 		}
 	}
+}
+
+func put(ctx context.Context, tx ports.Tx, recs []ports.IdentityUpdateRecord) error {
+	for _, rec := range recs {
+		if _, err := tx.IdentityCache().Put(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // updateBytes returns the serialized IdentityUpdate an envelope carries,

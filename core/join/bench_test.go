@@ -81,8 +81,11 @@ func copyStore(b *testing.B, from, to string) {
 // identity from the delivery service, validate, install with the commit
 // log's membership) at 10, 100 and 1,000 members. In the same run it
 // measures the engine's own join of that Welcome in memory (the reference,
-// group.Join), the unwrap alone and the identity resolution alone, and
-// reports each per operation and the overhead ratio against the engine.
+// group.Join), the unwrap alone, and the identity resolution of every
+// member inbox alone from an empty cache, both one AssociationState call
+// per inbox (identity-1by1) and one AssociationStates call
+// (identity-batch, what the receiver uses), and reports each per
+// operation and the overhead ratio against the engine.
 func BenchmarkWelcome(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
@@ -111,7 +114,11 @@ func BenchmarkWelcome(b *testing.B) {
 			}
 			env := g.a.inline(ad.recipients[0], ports.WrapperXWingMLKEM768Draft6, ports.WrapperXWingMLKEM768Draft6, ad.welcome, meta(ad.anchor)).GetWelcomeMessage().GetV1()
 			wr, _ := j.reg.Wrapper(ports.WrapperXWingMLKEM768Draft6)
-			var engine, unwrap, ident time.Duration
+			var reqs []ports.IdentityRequest
+			for inbox, e := range mem {
+				reqs = append(reqs, ports.IdentityRequest{InboxID: inbox, SequenceID: e.SequenceId})
+			}
+			var engine, unwrap, identSeq, identBatch time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -138,12 +145,26 @@ func BenchmarkWelcome(b *testing.B) {
 				copyStore(b, pristine, j.locator)
 				j.reopen()
 				start = time.Now()
-				for inbox, e := range mem {
-					if _, err := j.res.AssociationState(context.Background(), inbox, e.SequenceId); err != nil {
+				for _, q := range reqs {
+					if _, err := j.res.AssociationState(context.Background(), q.InboxID, q.SequenceID); err != nil {
 						b.Fatal(err)
 					}
 				}
-				ident += time.Since(start)
+				identSeq += time.Since(start)
+				j.store.Close()
+				copyStore(b, pristine, j.locator)
+				j.reopen()
+				start = time.Now()
+				res, err := j.res.AssociationStates(context.Background(), reqs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+				identBatch += time.Since(start)
 				j.store.Close()
 				b.StartTimer()
 			}
@@ -152,7 +173,8 @@ func BenchmarkWelcome(b *testing.B) {
 			b.ReportMetric(per(engine), "engine-join-ns/op")
 			b.ReportMetric(total/per(engine), "x-engine-join")
 			b.ReportMetric(per(unwrap), "unwrap-ns/op")
-			b.ReportMetric(per(ident), "identity-ns/op")
+			b.ReportMetric(per(identSeq), "identity-1by1-ns/op")
+			b.ReportMetric(per(identBatch), "identity-batch-ns/op")
 		})
 	}
 }

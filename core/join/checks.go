@@ -10,6 +10,7 @@ import (
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/contentspb"
 )
 
 // checkMembership applies section 8: the GROUP_MEMBERSHIP component names
@@ -39,9 +40,13 @@ func (r *Receiver) checkMembership(ctx context.Context, c *candidate) error {
 		inboxes = append(inboxes, inbox)
 	}
 	sort.Strings(inboxes)
-	for _, inbox := range inboxes {
+	state, err := r.resolver(ctx, inboxes, members)
+	if err != nil {
+		return local(err)
+	}
+	for i, inbox := range inboxes {
 		e := members[inbox]
-		st, err := r.o.Identity.AssociationState(ctx, inbox, e.GetSequenceId())
+		st, err := state(i)
 		switch {
 		case errors.Is(err, ports.ErrNotFound):
 			return reject("JOIN-059", "inbox %q has no identity update at %d: %v", inbox, e.GetSequenceId(), err)
@@ -70,6 +75,29 @@ func (r *Receiver) checkMembership(ctx context.Context, c *candidate) error {
 		}
 	}
 	return nil
+}
+
+// resolver returns the association state of inboxes[i] at its
+// membership entry's sequence id. When the identity answers many at once
+// ([ports.BatchIdentity]) every inbox is resolved in one call here, and an
+// error is that call's failure; otherwise each inbox is resolved when its
+// check asks for it.
+func (r *Receiver) resolver(ctx context.Context, inboxes []string, members map[string]*contentspb.GroupMembershipEntry_V1) (func(i int) (ports.AssociationState, error), error) {
+	b, ok := r.o.Identity.(ports.BatchIdentity)
+	if !ok {
+		return func(i int) (ports.AssociationState, error) {
+			return r.o.Identity.AssociationState(ctx, inboxes[i], members[inboxes[i]].GetSequenceId())
+		}, nil
+	}
+	reqs := make([]ports.IdentityRequest, len(inboxes))
+	for i, inbox := range inboxes {
+		reqs[i] = ports.IdentityRequest{InboxID: inbox, SequenceID: members[inbox].GetSequenceId()}
+	}
+	res, err := b.AssociationStates(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return func(i int) (ports.AssociationState, error) { return res[i].State, res[i].Err }, nil
 }
 
 func containsKey(keys [][]byte, k []byte) bool {

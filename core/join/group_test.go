@@ -53,6 +53,53 @@ func TestJOIN051_ResolvesIdentityItDoesNotHold(t *testing.T) {
 	j.want(seq, "joined")
 }
 
+// batchCounter is the joiner's resolver, counting how it is asked.
+type batchCounter struct {
+	*identity.Resolver
+	singles, batches int
+	requested        []ports.IdentityRequest
+}
+
+func (c *batchCounter) AssociationState(ctx context.Context, inbox string, seq uint64) (ports.AssociationState, error) {
+	c.singles++
+	return c.Resolver.AssociationState(ctx, inbox, seq)
+}
+
+func (c *batchCounter) AssociationStates(ctx context.Context, reqs []ports.IdentityRequest) ([]ports.IdentityResult, error) {
+	c.batches++
+	c.requested = append(c.requested, reqs...)
+	return c.Resolver.AssociationStates(ctx, reqs)
+}
+
+// JOIN-051: with an identity that resolves many states at once
+// (ports.BatchIdentity), the membership check resolves every inbox of
+// GROUP_MEMBERSHIP, at its entry's sequence id, in one call.
+func TestJOIN051_MembershipResolvedInOneBatch(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	bc := &batchCounter{}
+	a := w.newInst("adder", instOptions{})
+	j := w.newInst("joiner", instOptions{Identity: func(id ports.Identity) ports.Identity {
+		bc.Resolver = id.(*identity.Resolver)
+		return bc
+	}})
+	g := a.newGroup(groupSpec{})
+	_, seq := g.join(j, addSpec{})
+	j.process()
+	j.want(seq, "joined")
+	members, err := g.dict.Membership()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bc.batches != 1 || bc.singles != 0 || len(bc.requested) != 2 {
+		t.Fatalf("%d batches of %d requests and %d single calls, want one batch of the 2 inboxes", bc.batches, len(bc.requested), bc.singles)
+	}
+	for _, q := range bc.requested {
+		if e, ok := members[q.InboxID]; ok && q.InboxID != j.inbox() && e.GetSequenceId() != q.SequenceID {
+			t.Fatalf("requested %s at %d, GROUP_MEMBERSHIP says %d", q.InboxID, q.SequenceID, e.GetSequenceId())
+		}
+	}
+}
+
 // lyingInstall is a test double of the engine whose staged view differs
 // from what it installs: a membership re-derived between validation and
 // install (JOIN-054).

@@ -11,7 +11,8 @@
 // 072, 082, 090, and the inbox and installation a package must name);
 // [Validator.FetchInbox] fetches the newest package of every installation
 // of an inbox and returns the usable ones and the failed installations
-// (JOIN-093, JOIN-012).
+// (JOIN-093, JOIN-012); [Validator.FetchInboxes] does so for many inboxes,
+// several installations at a time (COMP-131).
 //
 // [Manager] keeps this installation's packages: it publishes one, rotates
 // it before it expires and after a Welcome to it is accepted, and destroys
@@ -29,7 +30,8 @@
 // [ErrLastResortData], [ErrAddressing]), and names the check.
 // [Validator.FetchInbox] fails with [ErrNoUsableInstallation] when no
 // installation of the inbox has a usable package, and passes transport
-// failures through. The [Manager] refuses to publish for an installation
+// failures through; [Validator.FetchInboxes] returns those errors per
+// inbox. The [Manager] refuses to publish for an installation
 // its inbox does not associate with [ErrNotAssociated] (JOIN-001); a
 // package the delivery service refused wraps [ports.ErrInvalidArgument].
 package keypackage

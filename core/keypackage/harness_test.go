@@ -102,8 +102,13 @@ func newService(t testing.TB, clk ports.Clock) *delivery.Service {
 }
 
 // serveGRPC serves svc over gRPC on 127.0.0.1 and returns the address.
-func serveGRPC(t testing.TB, svc *delivery.Service) string {
-	rpc := grpctransport.NewServer(svc, nil)
+func serveGRPC(t testing.TB, svc ports.DeliveryService) string {
+	return serveGRPCWith(t, svc, nil)
+}
+
+// serveGRPCWith is serveGRPC with server options.
+func serveGRPCWith(t testing.TB, svc ports.DeliveryService, opts *grpctransport.ServerOptions) string {
+	rpc := grpctransport.NewServer(svc, opts)
 	gs := rpc.GRPCServer()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -59,24 +60,92 @@ func (p InboxPackages) MembershipEntry() *contentspb.GroupMembershipEntry {
 // Failed and does not fail the inbox (JOIN-093); it fails with
 // [ErrNoUsableInstallation] only when no installation is usable. A
 // transport failure other than "no package" fails the whole fetch, so a
-// network error never drops an installation silently.
+// network error never drops an installation silently. The installations
+// are fetched and validated as [Validator.FetchInboxes] does.
 func (v *Validator) FetchInbox(ctx context.Context, tr ports.Transport, state ports.AssociationState, now time.Time) (InboxPackages, error) {
-	out := InboxPackages{State: state}
-	for _, key := range state.InstallationKeys {
-		val, err := v.fetchOne(ctx, tr, state.InboxID, key, now)
-		switch {
-		case err == nil:
-			out.Usable = append(out.Usable, val)
-		case errors.Is(err, ErrRejected) || errors.Is(err, ports.ErrNotFound):
-			out.Failed = append(out.Failed, Failure{InstallationKey: bytes.Clone(key), Err: err})
-		default:
-			return InboxPackages{}, fmt.Errorf("fetch key packages of %s: %w", state.InboxID, err)
+	out, errs := v.FetchInboxes(ctx, tr, []ports.AssociationState{state}, now)
+	return out[0], errs[0]
+}
+
+// FetchInboxes is [Validator.FetchInbox] for many inboxes at once: every
+// installation of every state is fetched and validated, Concurrency at a
+// time (COMP-131), and each inbox gets the result and the error
+// FetchInbox would have returned for it, in the order of states.
+func (v *Validator) FetchInboxes(ctx context.Context, tr ports.Transport, states []ports.AssociationState, now time.Time) ([]InboxPackages, []error) {
+	type job struct {
+		inbox int
+		key   []byte
+		val   Validated
+		err   error
+	}
+	var jobs []*job
+	for i, st := range states {
+		for _, key := range st.InstallationKeys {
+			jobs = append(jobs, &job{inbox: i, key: key})
 		}
 	}
-	if len(out.Usable) == 0 {
-		return out, fmt.Errorf("inbox %s (%d installations): %w", state.InboxID, len(state.InstallationKeys), ErrNoUsableInstallation)
+	each(len(jobs), v.concurrency(), func(i int) {
+		j := jobs[i]
+		j.val, j.err = v.fetchOne(ctx, tr, states[j.inbox].InboxID, j.key, now)
+	})
+	out, errs := make([]InboxPackages, len(states)), make([]error, len(states))
+	for i, st := range states {
+		out[i].State = st
 	}
-	return out, nil
+	for _, j := range jobs { // in state order: jobs were listed that way
+		o := &out[j.inbox]
+		switch {
+		case errs[j.inbox] != nil:
+		case j.err == nil:
+			o.Usable = append(o.Usable, j.val)
+		case errors.Is(j.err, ErrRejected) || errors.Is(j.err, ports.ErrNotFound):
+			o.Failed = append(o.Failed, Failure{InstallationKey: bytes.Clone(j.key), Err: j.err})
+		default:
+			errs[j.inbox] = fmt.Errorf("fetch key packages of %s: %w", states[j.inbox].InboxID, j.err)
+		}
+	}
+	for i, st := range states {
+		switch {
+		case errs[i] != nil:
+			out[i] = InboxPackages{}
+		case len(out[i].Usable) == 0:
+			errs[i] = fmt.Errorf("inbox %s (%d installations): %w", st.InboxID, len(st.InstallationKeys), ErrNoUsableInstallation)
+		}
+	}
+	return out, errs
+}
+
+func (v *Validator) concurrency() int {
+	if v.Concurrency > 0 {
+		return v.Concurrency
+	}
+	return 8
+}
+
+// each runs fn(0) … fn(n-1), workers at a time, and returns when all have
+// returned.
+func each(n, workers int, fn func(i int)) {
+	workers = min(n, workers)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i)
+		}
+		return
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				fn(i)
+			}
+		})
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 func (v *Validator) fetchOne(ctx context.Context, tr ports.Transport, inboxID string, key []byte, now time.Time) (Validated, error) {

@@ -2,8 +2,11 @@ package keypackage_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +25,7 @@ import (
 // senderWorld is an inbox of several installations on a delivery service,
 // each publishing whatever package a test gives it.
 type senderWorld struct {
-	t        *testing.T
+	t        testing.TB
 	svc      ports.DeliveryService
 	recovery ed25519.PrivateKey
 	inbox    string
@@ -30,8 +33,13 @@ type senderWorld struct {
 	seq      uint64
 }
 
-func newSenderWorld(t *testing.T, n int) *senderWorld {
-	w := &senderWorld{t: t, svc: newService(t, clock.NewFake(t0))}
+func newSenderWorld(t testing.TB, n int) *senderWorld {
+	return newSenderWorldOn(t, newService(t, clock.NewFake(t0)), n)
+}
+
+// newSenderWorldOn is newSenderWorld on an existing delivery service.
+func newSenderWorldOn(t testing.TB, svc ports.DeliveryService, n int) *senderWorld {
+	w := &senderWorld{t: t, svc: svc}
 	_, w.recovery, _ = ed25519.GenerateKey(nil)
 	tr := memtransport.New(w.svc, nil)
 	for i := 0; i < n; i++ {
@@ -135,5 +143,109 @@ func TestJOIN093_NoUsableInstallation(t *testing.T) {
 	got, err := validator(t).FetchInbox(testCtx(t), memtransport.New(w.svc, nil), w.state(), t0)
 	if !errors.Is(err, keypackage.ErrNoUsableInstallation) || len(got.Failed) != 2 || !errors.Is(got.Failed[0].Err, keypackage.ErrWrongInbox) {
 		t.Fatalf("FetchInbox = %+v, %v; want ErrNoUsableInstallation with both failed", got, err)
+	}
+}
+
+// gatedNewest makes the first n QueryNewest calls wait until all n are in
+// flight at once, records the most ever in flight, and fails the reads of
+// the topics in fail as an unreachable service does.
+type gatedNewest struct {
+	ports.Transport
+	n                 int32
+	started, inflight atomic.Int32
+	most              atomic.Int32
+	all               chan struct{}
+	fail              map[string]bool
+	t                 *testing.T
+}
+
+func (g *gatedNewest) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {
+	in := g.inflight.Add(1)
+	defer g.inflight.Add(-1)
+	for m := g.most.Load(); in > m && !g.most.CompareAndSwap(m, in); m = g.most.Load() {
+	}
+	if k := g.started.Add(1); k <= g.n {
+		if k == g.n {
+			close(g.all)
+		}
+		select {
+		case <-g.all:
+		case <-time.After(30 * time.Second):
+			g.t.Errorf("only %d of the first %d key-package fetches ever ran at once", g.inflight.Load(), g.n)
+		}
+	}
+	if g.fail[string(topic)] {
+		return nil, fmt.Errorf("%w: connection refused", ports.ErrUnavailable)
+	}
+	return g.Transport.QueryNewest(ctx, topic)
+}
+
+// COMP-131, JOIN-093, JOIN-012: FetchInboxes fetches and validates the
+// installations of many inboxes Concurrency at a time, never more, and
+// gives each inbox what the rules give it alone: the usable installations
+// and the failed ones in the state's order, ErrNoUsableInstallation for an
+// inbox with none, and a transport failure for the inbox it hit only —
+// the same answers as one FetchInbox call per inbox.
+func TestCOMP131_FetchInboxesConcurrently(t *testing.T) {
+	svc := newService(t, clock.NewFake(t0))
+	x, y, z, f := newSenderWorldOn(t, svc, 2), newSenderWorldOn(t, svc, 3), newSenderWorldOn(t, svc, 1), newSenderWorldOn(t, svc, 2)
+	x.publish(0, x.craft(0).build(t))
+	expired := x.craft(1)
+	expired.notAfter = t0
+	x.publish(1, expired.build(t))
+	for i := range 3 {
+		y.publish(i, y.craft(i).build(t))
+	}
+	for i := range 2 {
+		f.publish(i, f.craft(i).build(t))
+	}
+	states := []ports.AssociationState{x.state(), y.state(), z.state(), f.state()}
+	failTopic := append([]byte{byte(ports.TopicKeyPackages)}, states[3].InstallationKeys[1]...)
+	const workers = 4
+	g := &gatedNewest{Transport: memtransport.New(svc, nil), n: workers, all: make(chan struct{}),
+		fail: map[string]bool{string(failTopic): true}, t: t}
+	v := validator(t)
+	v.Concurrency = workers
+	got, errs := v.FetchInboxes(testCtx(t), g, states, t0)
+	if m := g.most.Load(); m != workers {
+		t.Errorf("at most %d fetches ran at once, want exactly Concurrency = %d", m, workers)
+	}
+	keys := func(vs []keypackage.Validated) [][]byte {
+		var out [][]byte
+		for _, v := range vs {
+			out = append(out, v.InstallationKey)
+		}
+		return out
+	}
+	eq := func(a, b [][]byte) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !bytes.Equal(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	ik := func(i, k int) [][]byte { return [][]byte{states[i].InstallationKeys[k]} }
+	sum := func(p keypackage.InboxPackages, err error) string {
+		return fmt.Sprintf("usable %x, failed %x, error %v", keys(p.Usable), p.FailedInstallations(), err)
+	}
+	switch {
+	case errs[0] != nil || !eq(keys(got[0].Usable), ik(0, 0)) || !eq(got[0].FailedInstallations(), ik(0, 1)) || !errors.Is(got[0].Failed[0].Err, keypackage.ErrLifetime):
+		t.Errorf("JOIN-093: inbox with an expired installation: %s", sum(got[0], errs[0]))
+	case errs[1] != nil || !eq(keys(got[1].Usable), states[1].InstallationKeys) || len(got[1].Failed) != 0:
+		t.Errorf("inbox with three good installations: %s", sum(got[1], errs[1]))
+	case !errors.Is(errs[2], keypackage.ErrNoUsableInstallation) || !eq(got[2].FailedInstallations(), ik(2, 0)) || !errors.Is(got[2].Failed[0].Err, ports.ErrNotFound):
+		t.Errorf("inbox without a package: %s", sum(got[2], errs[2]))
+	case !errors.Is(errs[3], ports.ErrUnavailable) || len(got[3].Usable) != 0:
+		t.Errorf("inbox whose fetch failed: %s; want ErrUnavailable, nothing usable", sum(got[3], errs[3]))
+	}
+	for i, st := range states {
+		one, err := v.FetchInbox(testCtx(t), g, st, t0)
+		if (err == nil) != (errs[i] == nil) || !eq(keys(one.Usable), keys(got[i].Usable)) || !eq(one.FailedInstallations(), got[i].FailedInstallations()) {
+			t.Errorf("inbox %d: FetchInboxes %s; FetchInbox %s", i, sum(got[i], errs[i]), sum(one, err))
+		}
 	}
 }

@@ -83,10 +83,14 @@ func (v Validated) PointerCapable() bool {
 }
 
 // Validator validates fetched key packages for a sender. Engine and
-// Wrappers are required.
+// Wrappers are required; [Validator.FetchInboxes] calls them, and the
+// transport, from several goroutines at once.
 type Validator struct {
 	Engine   Engine
 	Wrappers Wrappers
+	// Concurrency is how many installations FetchInboxes fetches and
+	// validates at once; default 8 (COMP-131).
+	Concurrency int
 }
 
 func reject(sentinel error, format string, args ...any) error {
