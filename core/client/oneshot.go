@@ -105,7 +105,9 @@ func (c *Client) oneshotCandidates(ctx context.Context, inboxes []string) ([]str
 // ([recovery.Host]).
 type recoveryHost struct{ c *Client }
 
-func (h recoveryHost) CatchUp(ctx context.Context, groupID []byte) error { return h.c.catchUp(ctx, groupID) }
+func (h recoveryHost) CatchUp(ctx context.Context, groupID []byte) error {
+	return h.c.catchUp(ctx, groupID)
+}
 
 func (h recoveryHost) Commit(ctx context.Context, groupID []byte, build recovery.Build) (uint64, error) {
 	return h.c.commit(ctx, groupID, builder(build))
