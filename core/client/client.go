@@ -91,7 +91,8 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	}
 	c.rec, err = recovery.New(recovery.Options{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport, Clock: deps.Clock,
 		Algorithms: deps.Algorithms, Installation: deps.Installation, Host: recoveryHost{c}, Policy: c.opts.Recovery,
-		RefreshInterval: c.opts.ReaddRefreshInterval, RetryDelay: c.opts.ReaddRetryDelay, Logger: c.logger,
+		CommitLogDisabled: c.opts.DisableCommitLog,
+		RefreshInterval:   c.opts.ReaddRefreshInterval, RetryDelay: c.opts.ReaddRetryDelay, Logger: c.logger,
 		OnEvent: func(e recovery.Event) { c.events.emit(RecoveryEvent{Event: e}) }})
 	if err != nil {
 		return nil, fmt.Errorf("%w: recovery: %v", ErrConfig, err)

@@ -48,7 +48,7 @@ func (r *Recovery) Readded(ctx context.Context, tx ports.Tx, groupID []byte, key
 // has answered yet (FORK-051's mark), and the adder (JOIN-025) is a leaf
 // of held whose inbox, as held names it, is a permitted readder.
 func (r *Recovery) RepairForked(ctx context.Context, tx ports.Tx, g ports.Group, held ports.GroupView, adder ports.Member) (bool, error) {
-	if !r.o.Policy.RepairDiverged || g.ForkState != ports.ForkForked || !held.Active ||
+	if !r.o.Policy.RepairDiverged || r.o.CommitLogDisabled || g.ForkState != ports.ForkForked || !held.Active ||
 		(g.ConversationType != ports.ConversationGroup && g.ConversationType != ports.ConversationDM) {
 		return false, nil
 	}

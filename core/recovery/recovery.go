@@ -87,6 +87,10 @@ type Options struct {
 	Installation identity.Installation
 	Host         Host
 	Policy       Policy
+	// CommitLogDisabled reports the deployment's commit_log_enabled off
+	// (CONF-045): every fork state then reads unknown (FORK-004), so no
+	// request is sent and no response is published.
+	CommitLogDisabled bool
 	// RefreshInterval is the membership refresh interval of FORK-062;
 	// default [DefaultRefreshInterval].
 	RefreshInterval time.Duration

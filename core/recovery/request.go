@@ -18,7 +18,7 @@ import (
 // send failed is tried again at a later pass only when the send certainly
 // reached nobody.
 func (r *Recovery) Request(ctx context.Context) error {
-	if r.o.Policy.Mode == None {
+	if r.o.Policy.Mode == None || r.o.CommitLogDisabled {
 		return nil
 	}
 	r.pass.Lock()

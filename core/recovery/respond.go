@@ -101,7 +101,7 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	if err := r.o.Host.CatchUp(ctx, gid); err != nil {
 		return err
 	}
-	var cursor uint64
+	var cursor, anchor uint64
 	if err := r.tx(ctx, func(tx ports.Tx) (err error) {
 		if d, err = r.readder(ctx, tx, gid, true); err != nil || d != nil {
 			return err
@@ -113,7 +113,7 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 		if g.Cursor < highest {
 			d = keepFor("processed to %d of %d", g.Cursor, highest)
 		}
-		cursor = g.Cursor
+		cursor, anchor = g.Cursor, g.JoinAnchor
 		return nil
 	}); err != nil {
 		return err
@@ -123,7 +123,7 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	}
 	var errs []error
 	for _, s := range reqs {
-		if d := r.precheck(s, cursor); d != nil {
+		if d := r.precheck(s, cursor, anchor); d != nil {
 			errs = append(errs, r.decide(ctx, gid, s.InstallationKey, d))
 			continue
 		}
@@ -165,6 +165,9 @@ func (r *Recovery) readder(ctx context.Context, tx ports.Tx, gid []byte, caughtU
 	if !caughtUp {
 		return nil, nil
 	}
+	if r.o.CommitLogDisabled {
+		return keepFor("the commit log is disabled: every fork state is unknown (FORK-004)"), nil
+	}
 	switch g.ForkState {
 	case ports.ForkForked:
 		// A forked readder never acts; it keeps the request, which its
@@ -176,13 +179,18 @@ func (r *Recovery) readder(ctx context.Context, tx ports.Tx, gid []byte, caughtU
 	return nil, nil
 }
 
-// precheck applies the checks of one request that need no transaction:
-// FORK-064, a position the readder holds (FORK-080) and the refresh
-// interval of FORK-062.
-func (r *Recovery) precheck(s ports.ReaddStatus, cursor uint64) *decision {
+// precheck applies the checks of one request against the readder's
+// processed position and the start of its membership: FORK-064 (and
+// COMP-203 for a request older than the membership), a position the
+// readder holds (FORK-080) and the refresh interval of FORK-062.
+func (r *Recovery) precheck(s ports.ReaddStatus, cursor, anchor uint64) *decision {
 	switch {
 	case s.RespondedAt != 0 && s.RequestedAt < s.RespondedAt:
 		return dropFor("answered by the readd commit %d", s.RespondedAt)
+	case s.RequestedAt < anchor:
+		// A readd between the request and the Welcome that began this
+		// membership was never processed here: it may have answered it.
+		return dropFor("the request names commit %d, before this membership began at %d", s.RequestedAt, anchor)
 	case s.RequestedAt > cursor:
 		return keepFor("the request names commit %d, beyond the processed %d", s.RequestedAt, cursor)
 	case r.o.Clock.Now().Before(s.NotBefore):
@@ -250,7 +258,7 @@ func (r *Recovery) buildReadd(ctx context.Context, tx ports.Tx, gid, key []byte,
 	if !s.Requested {
 		return ports.CommitOptions{}, nil, dropFor("answered meanwhile")
 	}
-	if d := r.precheck(s, g.Cursor); d != nil {
+	if d := r.precheck(s, g.Cursor, g.JoinAnchor); d != nil {
 		return ports.CommitOptions{}, nil, d
 	}
 	leaf, ok := leafOf(view, key) // FORK-061
