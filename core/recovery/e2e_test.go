@@ -72,32 +72,41 @@ func testRepairDMDiverged(t *testing.T, w *world.World) {
 
 // FORK-080: a readder whose fork state is unknown keeps the request and
 // publishes nothing; once its state is known and not forked it answers.
-// alice's responses are off, so a2, her second installation, is the only
-// readder; a2 runs with the commit log off, so its fork state reads
-// unknown (FORK-004) until it restarts with the log on.
+// alice holds bob's request when carol commits; alice's response pass
+// processes that commit first, which leaves her state unknown until the
+// commit's entry is read, so she waits; her next sync reads it and she
+// answers.
 func TestFORK080_UnknownReadderWaits(t *testing.T) {
 	world.Each(t, world.Networked, testUnknownReadderWaits)
 }
 
 func testUnknownReadderWaits(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
-	a2 := w.Member("a2", world.Config{RecoveryKey: alice.C.Identity().RecoveryKey, Options: &client.Options{DisableCommitLog: true}})
 	bob := w.Member("bob", world.Config{Options: requester})
-	all := []*world.Member{alice, a2, bob}
-	id := group(t, alice, a2, bob)
+	carol := w.Member("carol", world.Config{})
+	all := []*world.Member{alice, bob, carol}
+	id := group(t, alice, bob, carol)
 	fork(t, id, bob, mlsfault.MisrecordAuthenticator, alice)
 	world.SyncAll(all...)
-	if st := status(t, a2, id, key(bob)); !st.Requested {
-		t.Fatalf("a2 does not keep bob's request: %+v", st)
+	if st := status(t, alice, id, key(bob)); !st.Requested {
+		t.Fatalf("alice does not hold bob's request: %+v", st)
 	}
-	if got := readdsOf(t, alice, id, key(bob)); len(got) != 0 {
-		t.Fatalf("readds of bob at %v while the only readder's state is unknown", got)
+	alice.Restart(nil)
+	if err := carol.Conv(id).UpdateKeys(w.Ctx); err != nil {
+		t.Fatal(err)
 	}
-	a2.Restart(nil) // the log on: its state becomes known at the next shared commit
-	commit(t, alice, id)
+	if err := alice.C.Recovery().Respond(w.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := alice.ForkState(id); st != ports.ForkUnknown {
+		t.Fatalf("alice after processing carol's commit: %v, want unknown", st)
+	}
+	if st := status(t, alice, id, key(bob)); !st.Requested || len(readdsOf(t, alice, id, key(bob))) != 0 {
+		t.Fatalf("alice, unknown, did not wait: %+v, readds %v", st, readdsOf(t, alice, id, key(bob)))
+	}
 	world.SyncAll(all...)
 	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
-		t.Fatalf("readds of bob at %v; want the one a2 publishes once not forked", got)
+		t.Fatalf("readds of bob at %v; want the one alice publishes once not forked", got)
 	}
 	healthy(t, id, alice, all...)
 }

@@ -202,28 +202,16 @@ func hostileReadd(t *testing.T, m *world.Member, id []byte, victim *world.Member
 		t.Fatal(err)
 	}
 	kp := pk.Usable[0]
-	var out ports.CommitOutput
-	m.Tx(func(tx ports.Tx) error {
-		view, err := m.Engine.Group(ctx, tx, id)
-		if err != nil {
-			return err
-		}
+	out, seq := rawCommit(t, m, id, func(view ports.GroupView) ports.CommitOptions {
 		var leaf uint32
 		for _, l := range view.Members {
 			if bytes.Equal(l.SignatureKey, key(victim)) {
 				leaf = l.LeafIndex
 			}
 		}
-		out, err = m.Engine.Commit(ctx, tx, id, ports.CommitOptions{Remove: []uint32{leaf}, Add: [][]byte{kp.KeyPackage}})
-		return err
+		return ports.CommitOptions{Remove: []uint32{leaf}, Add: [][]byte{kp.KeyPackage}}
 	})
-	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, id...),
-		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: out.Commit}}
-	seqs, err := m.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
-	if err != nil {
-		t.Fatal(err)
-	}
-	envs, err := (&join.Sender{Algorithms: reg}).Envelopes(ctx, out.Welcome, seqs[0], []join.Recipient{{InstallationKey: kp.InstallationKey,
+	envs, err := (&join.Sender{Algorithms: reg}).Envelopes(ctx, out.Welcome, seq, []join.Recipient{{InstallationKey: kp.InstallationKey,
 		Wrapper: kp.WrapperAlgorithm, WrapperPublicKey: kp.WrapperPublicKey, PointeeAEADs: kp.PointeeAEADs}})
 	if err != nil {
 		t.Fatal(err)
@@ -231,4 +219,27 @@ func hostileReadd(t *testing.T, m *world.Member, id []byte, victim *world.Member
 	if _, err := m.Transport.Publish(ctx, envs); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rawCommit has m build a commit with its engine alone, without its
+// client's permission checks, and publish it on the group's topic. It
+// returns the commit and its sequence id.
+func rawCommit(t *testing.T, m *world.Member, id []byte, opts func(view ports.GroupView) ports.CommitOptions) (ports.CommitOutput, uint64) {
+	t.Helper()
+	var out ports.CommitOutput
+	m.Tx(func(tx ports.Tx) error {
+		view, err := m.Engine.Group(m.W.Ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out, err = m.Engine.Commit(m.W.Ctx, tx, id, opts(view))
+		return err
+	})
+	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, id...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: out.Commit}}
+	seqs, err := m.Transport.Publish(m.W.Ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, seqs[0]
 }

@@ -18,8 +18,8 @@ import (
 // send failed is tried again at a later pass only when the send certainly
 // reached nobody.
 func (r *Recovery) Request(ctx context.Context) error {
-	if r.o.Policy.Mode == None || r.o.CommitLogDisabled {
-		return nil
+	if r.o.CommitLogDisabled {
+		return nil // every fork state reads unknown (FORK-004)
 	}
 	r.pass.Lock()
 	defer r.pass.Unlock()

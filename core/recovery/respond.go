@@ -85,7 +85,7 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	// Conditions processing cannot restore drop the requests at once.
 	var d *decision
 	if err := r.tx(ctx, func(tx ports.Tx) (err error) {
-		d, err = r.readder(ctx, tx, gid, false)
+		_, _, d, err = r.standing(ctx, tx, gid)
 		return err
 	}); err != nil {
 		return err
@@ -101,122 +101,121 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	if err := r.o.Host.CatchUp(ctx, gid); err != nil {
 		return err
 	}
-	var cursor, anchor uint64
-	if err := r.tx(ctx, func(tx ports.Tx) (err error) {
-		if d, err = r.readder(ctx, tx, gid, true); err != nil || d != nil {
-			return err
-		}
+	var cursor uint64
+	if err := r.tx(ctx, func(tx ports.Tx) error {
 		g, err := tx.Groups().Get(ctx, gid)
-		if err != nil {
-			return err
-		}
-		if g.Cursor < highest {
-			d = keepFor("processed to %d of %d", g.Cursor, highest)
-		}
-		cursor, anchor = g.Cursor, g.JoinAnchor
-		return nil
+		cursor = g.Cursor
+		return err
 	}); err != nil {
 		return err
 	}
-	if d != nil {
-		return r.decideAll(ctx, gid, reqs, d)
+	if cursor < highest {
+		return nil // kept: the topic served less than it reported
 	}
 	var errs []error
 	for _, s := range reqs {
-		if d := r.precheck(s, cursor, anchor); d != nil {
+		var leaf ports.Member
+		if err := r.tx(ctx, func(tx ports.Tx) (err error) {
+			leaf, d, err = r.check(ctx, tx, gid, s.InstallationKey)
+			return err
+		}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if d != nil {
 			errs = append(errs, r.decide(ctx, gid, s.InstallationKey, d))
 			continue
 		}
-		errs = append(errs, r.readd(ctx, gid, s.InstallationKey))
+		errs = append(errs, r.readd(ctx, gid, leaf))
 	}
 	return errors.Join(errs...)
 }
 
-// readder checks the conditions of FORK-080 that concern this
+// check applies every condition of one request that the state in tx
+// decides, the reasons to drop it before the reasons to wait: this
+// installation's standing (FORK-080), the request still kept, answered
+// by a readd (FORK-064) or older than this membership (COMP-203), the
+// requester a leaf of the tree (FORK-061); then this installation's fork
+// state (FORK-080), a position it holds (FORK-080) and the refresh
+// interval (FORK-062). It returns the requester's leaf, or the decision
+// that stops it. The responder checks before it fetches anything and
+// again in the readd commit's build, on the state that commit builds on.
+func (r *Recovery) check(ctx context.Context, tx ports.Tx, gid, key []byte) (ports.Member, *decision, error) {
+	g, view, d, err := r.standing(ctx, tx, gid)
+	if err != nil || d != nil {
+		return ports.Member{}, d, err
+	}
+	s, err := getReadd(ctx, tx, gid, key)
+	if err != nil {
+		return ports.Member{}, nil, err
+	}
+	leaf, member := leafOf(view, key)
+	switch {
+	case !s.Requested:
+		return ports.Member{}, dropFor("answered meanwhile"), nil
+	case s.RespondedAt != 0 && s.RequestedAt < s.RespondedAt:
+		return ports.Member{}, dropFor("answered by the readd commit %d", s.RespondedAt), nil
+	case s.RequestedAt < g.JoinAnchor:
+		// A readd between the request and the Welcome that began this
+		// membership was never processed here: it may have answered it.
+		return ports.Member{}, dropFor("the request names commit %d, before this membership began at %d", s.RequestedAt, g.JoinAnchor), nil
+	case !member:
+		return ports.Member{}, dropFor("FORK-061: the requester is not a leaf of the group"), nil
+	case r.o.CommitLogDisabled:
+		return ports.Member{}, keepFor("the commit log is disabled: every fork state is unknown (FORK-004)"), nil
+	case g.ForkState == ports.ForkForked:
+		// A forked readder never acts; it keeps the request, which its
+		// own repair may let it answer.
+		return ports.Member{}, keepFor("this installation is forked"), nil
+	case g.ForkState == ports.ForkUnknown:
+		return ports.Member{}, keepFor("this installation's fork state is unknown"), nil
+	case s.RequestedAt > g.Cursor:
+		return ports.Member{}, keepFor("the request names commit %d, beyond the processed %d", s.RequestedAt, g.Cursor), nil
+	case r.o.Clock.Now().Before(s.NotBefore):
+		return ports.Member{}, keepFor("no readd before %v", s.NotBefore), nil
+	}
+	return leaf, nil, nil
+}
+
+// standing checks the conditions of FORK-080 that concern this
 // installation's own standing in the group, on what tx reads: consent
-// allowed, state active, a permitted readder, and, once the topic was
-// processed (caughtUp), a fork state that is known and not forked. It
-// returns nil when this installation may act.
-func (r *Recovery) readder(ctx context.Context, tx ports.Tx, gid []byte, caughtUp bool) (*decision, error) {
+// allowed, state active, a permitted readder. It returns the group and
+// its state, or the decision to drop every request of the group.
+func (r *Recovery) standing(ctx context.Context, tx ports.Tx, gid []byte) (ports.Group, ports.GroupView, *decision, error) {
 	g, err := tx.Groups().Get(ctx, gid)
 	if errors.Is(err, ports.ErrNotFound) {
-		return dropFor("this client no longer holds the group"), nil
+		return g, ports.GroupView{}, dropFor("this client no longer holds the group"), nil
 	}
 	if err != nil {
-		return nil, err
+		return g, ports.GroupView{}, nil, err
 	}
 	switch {
 	case g.Consent != ports.ConsentAllowed:
-		return dropFor("consent is not allowed"), nil
+		return g, ports.GroupView{}, dropFor("consent is not allowed"), nil
 	case !g.Active:
-		return dropFor("this installation is no longer a member"), nil
+		return g, ports.GroupView{}, dropFor("this installation is no longer a member"), nil
 	}
 	view, err := r.o.MLS.Group(ctx, tx, gid)
 	if err != nil {
-		return nil, err
+		return g, view, nil, err
 	}
 	permitted, err := readders(g.ConversationType, view)
 	if err != nil {
-		return nil, err
+		return g, view, nil, err
 	}
 	if !permitted[r.o.Installation.InboxID] {
-		return dropFor("this inbox is not a permitted readder"), nil
+		return g, view, dropFor("this inbox is not a permitted readder"), nil
 	}
-	if !caughtUp {
-		return nil, nil
-	}
-	if r.o.CommitLogDisabled {
-		return keepFor("the commit log is disabled: every fork state is unknown (FORK-004)"), nil
-	}
-	switch g.ForkState {
-	case ports.ForkForked:
-		// A forked readder never acts; it keeps the request, which its
-		// own repair may let it answer.
-		return keepFor("this installation is forked"), nil
-	case ports.ForkUnknown:
-		return keepFor("this installation's fork state is unknown"), nil
-	}
-	return nil, nil
-}
-
-// precheck applies the checks of one request against the readder's
-// processed position and the start of its membership: FORK-064 (and
-// COMP-203 for a request older than the membership), a position the
-// readder holds (FORK-080) and the refresh interval of FORK-062.
-func (r *Recovery) precheck(s ports.ReaddStatus, cursor, anchor uint64) *decision {
-	switch {
-	case s.RespondedAt != 0 && s.RequestedAt < s.RespondedAt:
-		return dropFor("answered by the readd commit %d", s.RespondedAt)
-	case s.RequestedAt < anchor:
-		// A readd between the request and the Welcome that began this
-		// membership was never processed here: it may have answered it.
-		return dropFor("the request names commit %d, before this membership began at %d", s.RequestedAt, anchor)
-	case s.RequestedAt > cursor:
-		return keepFor("the request names commit %d, beyond the processed %d", s.RequestedAt, cursor)
-	case r.o.Clock.Now().Before(s.NotBefore):
-		return keepFor("no readd before %v", s.NotBefore)
-	}
-	return nil
+	return g, view, nil, nil
 }
 
 // readd answers one request: the version floor first (FORK-063), then the
 // key package (FORK-062), then one commit that removes and adds the
 // installation, built on the newest state after every check again.
-func (r *Recovery) readd(ctx context.Context, gid, key []byte) error {
+func (r *Recovery) readd(ctx context.Context, gid []byte, leaf ports.Member) error {
+	key := leaf.SignatureKey
 	if err := r.raiseVersion(ctx, gid); err != nil {
 		return err
-	}
-	var leaf ports.Member
-	var member bool
-	if err := r.tx(ctx, func(tx ports.Tx) error {
-		view, err := r.o.MLS.Group(ctx, tx, gid)
-		leaf, member = leafOf(view, key)
-		return err
-	}); err != nil {
-		return err
-	}
-	if !member {
-		return r.decide(ctx, gid, key, dropFor("FORK-061: the requester is not a leaf of the group"))
 	}
 	kp, err := r.keyPackage(ctx, leaf.InboxID, key)
 	if errors.Is(err, keypackage.ErrRejected) || errors.Is(err, ports.ErrNotFound) {
@@ -226,7 +225,7 @@ func (r *Recovery) readd(ctx context.Context, gid, key []byte) error {
 		return err
 	}
 	seq, err := r.o.Host.Commit(ctx, gid, func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
-		return r.buildReadd(ctx, tx, gid, key, view, kp)
+		return r.buildReadd(ctx, tx, gid, key, kp)
 	})
 	var d *decision
 	if errors.As(err, &d) {
@@ -242,40 +241,17 @@ func (r *Recovery) readd(ctx context.Context, gid, key []byte) error {
 // buildReadd checks the request again on the state the commit builds on,
 // which processing may have moved, and returns the readd commit: the
 // installation's leaf removed and its key package added (FORK-062).
-func (r *Recovery) buildReadd(ctx context.Context, tx ports.Tx, gid, key []byte, view ports.GroupView, kp keypackage.Validated) (ports.CommitOptions, []join.Recipient, error) {
-	d, err := r.readder(ctx, tx, gid, true)
-	if err != nil || d != nil {
-		return ports.CommitOptions{}, nil, errors.Join(err, errOrNil(d))
-	}
-	g, err := tx.Groups().Get(ctx, gid)
+func (r *Recovery) buildReadd(ctx context.Context, tx ports.Tx, gid, key []byte, kp keypackage.Validated) (ports.CommitOptions, []join.Recipient, error) {
+	leaf, d, err := r.check(ctx, tx, gid, key)
 	if err != nil {
 		return ports.CommitOptions{}, nil, err
 	}
-	s, err := getReadd(ctx, tx, gid, key)
-	if err != nil {
-		return ports.CommitOptions{}, nil, err
-	}
-	if !s.Requested {
-		return ports.CommitOptions{}, nil, dropFor("answered meanwhile")
-	}
-	if d := r.precheck(s, g.Cursor, g.JoinAnchor); d != nil {
+	if d != nil {
 		return ports.CommitOptions{}, nil, d
-	}
-	leaf, ok := leafOf(view, key) // FORK-061
-	if !ok {
-		return ports.CommitOptions{}, nil, dropFor("FORK-061: the requester is not a leaf of the group")
 	}
 	rcpt := join.Recipient{InstallationKey: kp.InstallationKey, Wrapper: kp.WrapperAlgorithm,
 		WrapperPublicKey: kp.WrapperPublicKey, PointeeAEADs: kp.PointeeAEADs}
 	return ports.CommitOptions{Remove: []uint32{leaf.LeafIndex}, Add: [][]byte{kp.KeyPackage}}, []join.Recipient{rcpt}, nil
-}
-
-// errOrNil returns d as an error, nil for a nil decision.
-func errOrNil(d *decision) error {
-	if d == nil {
-		return nil
-	}
-	return d
 }
 
 // keyPackage fetches the installation's newest key package and validates

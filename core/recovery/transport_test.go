@@ -19,6 +19,43 @@ type faultTransport struct {
 	// one each, in order.
 	welcomeFaults []publishFault
 	kpQueries     map[string]int
+	// lag, when set, is the last sequence id a query of a group topic
+	// serves, as a lagging copy of the store does.
+	lag uint64
+	// groupPublishes counts publishes to group topics.
+	groupPublishes int
+}
+
+// lagGroups makes queries of group topics serve nothing after seq; 0
+// ends the lag.
+func (f *faultTransport) lagGroups(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lag = seq
+}
+
+// publishesToGroups returns how many publishes went to group topics.
+func (f *faultTransport) publishesToGroups() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.groupPublishes
+}
+
+func (f *faultTransport) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	envs, err := f.Transport.Query(ctx, topic, after, limit)
+	f.mu.Lock()
+	lag := f.lag
+	f.mu.Unlock()
+	if err != nil || lag == 0 || len(topic) == 0 || topic[0] != byte(ports.TopicGroupMessages) {
+		return envs, err
+	}
+	var out []*backendpb.OriginatorEnvelope
+	for _, e := range envs {
+		if e.GetSequenceId() <= lag {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 // publishFault says what one publish of Welcomes does.
@@ -49,6 +86,11 @@ func (f *faultTransport) keyPackageQueries(key []byte) int {
 }
 
 func (f *faultTransport) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	if len(envs) > 0 && len(envs[0].GetTargetTopic()) > 0 && envs[0].GetTargetTopic()[0] == byte(ports.TopicGroupMessages) {
+		f.mu.Lock()
+		f.groupPublishes++
+		f.mu.Unlock()
+	}
 	if len(envs) > 0 && len(envs[0].GetTargetTopic()) > 0 && envs[0].GetTargetTopic()[0] == byte(ports.TopicWelcomes) {
 		f.mu.Lock()
 		var pf *publishFault
@@ -73,6 +115,7 @@ func (f *faultTransport) QueryNewest(ctx context.Context, topic []byte) (*backen
 	if len(topic) == 33 && topic[0] == byte(ports.TopicKeyPackages) {
 		f.mu.Lock()
 		f.kpQueries[string(topic[1:])]++
+
 		f.mu.Unlock()
 	}
 	return f.Transport.QueryNewest(ctx, topic)
