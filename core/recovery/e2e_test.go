@@ -20,7 +20,10 @@ import (
 // who publishes one readd commit; bob processes his removal, accepts the
 // Welcome under JOIN-042, keeps his messages (JOIN-044), reads unknown,
 // and not forked once a later commit agrees.
-func TestRepairGroup(t *testing.T) { world.Each(t, world.Networked, testRepairGroup) }
+func TestRepairGroup(t *testing.T) {
+	t.Parallel()
+	world.Each(t, world.Networked, testRepairGroup)
+}
 
 func testRepairGroup(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{})
@@ -56,7 +59,10 @@ func testRepairGroup(t *testing.T, w *world.World) {
 // winning commit and merged its own): the readd commit cannot reach its
 // state, so it is repaired by the opt-in path, the readder's Welcome
 // replacing its forked state.
-func TestRepairDMDiverged(t *testing.T) { world.Each(t, world.Networked, testRepairDMDiverged) }
+func TestRepairDMDiverged(t *testing.T) {
+	t.Parallel()
+	world.Each(t, world.Networked, testRepairDMDiverged)
+}
 
 func testRepairDMDiverged(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{})
@@ -77,6 +83,7 @@ func testRepairDMDiverged(t *testing.T, w *world.World) {
 // commit's entry is read, so she waits; her next sync reads it and she
 // answers.
 func TestFORK080_UnknownReadderWaits(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testUnknownReadderWaits)
 }
 
@@ -116,6 +123,7 @@ func testUnknownReadderWaits(t *testing.T, w *world.World) {
 // again on the state that holds it and dropped, and both record it, so a
 // replay of the request is answered by neither.
 func TestFORK064_TwoReaddersOneReadd(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testTwoReaddersOneReadd)
 }
 
@@ -169,6 +177,7 @@ func testTwoReaddersOneReadd(t *testing.T, w *world.World) {
 // when it is the only one answering; it keeps the request. Once the other
 // readder answers, both forked members are repaired.
 func TestFORK080_ForkedReadderNeverActs(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testForkedReadder)
 }
 
@@ -206,6 +215,7 @@ func testForkedReadder(t *testing.T, w *world.World) {
 // member of it — an outsider, or a member removed since — is discarded:
 // the Welcome is rejected and no readd follows.
 func TestFORK053_RequestFromNonMember(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testRequestFromNonMember)
 }
 
@@ -239,6 +249,7 @@ func testRequestFromNonMember(t *testing.T, w *world.World) {
 // its key package again only once the membership refresh interval has
 // passed. The requester stays a member, forked; the others are not.
 func TestFORK062_InvalidKeyPackage(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testInvalidKeyPackage)
 }
 
@@ -290,7 +301,10 @@ func testInvalidKeyPackage(t *testing.T, w *world.World) {
 // a latest_commit_sequence_id past the first readd, and is repaired
 // again; a late copy of its first request, below that readd, is not
 // answered.
-func TestFORK064_RepairedAgain(t *testing.T) { world.Each(t, world.Networked, testRepairedAgain) }
+func TestFORK064_RepairedAgain(t *testing.T) {
+	t.Parallel()
+	world.Each(t, world.Networked, testRepairedAgain)
+}
 
 func testRepairedAgain(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{})
@@ -322,7 +336,10 @@ func testRepairedAgain(t *testing.T, w *world.World) {
 // FORK-071: a member that forks at every commit is readded at every
 // commit — a readd loop. Restarting the readder with responses disabled
 // stops it: requests keep arriving, no readd commit follows.
-func TestFORK071_ReaddLoopStopped(t *testing.T) { world.Each(t, world.Networked, testReaddLoop) }
+func TestFORK071_ReaddLoopStopped(t *testing.T) {
+	t.Parallel()
+	world.Each(t, world.Networked, testReaddLoop)
+}
 
 func testReaddLoop(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{})
@@ -368,6 +385,7 @@ func testReaddLoop(t *testing.T, w *world.World) {
 // and its Welcome — and is refused: the Welcome is rejected under
 // JOIN-042 and the member stays forked until the readder answers.
 func TestCOMP205_DivergedRepairedHostileRefused(t *testing.T) {
+	t.Parallel()
 	world.Each(t, world.Networked, testDivergedRepaired)
 }
 

@@ -41,8 +41,7 @@ func group(t *testing.T, creator *world.Member, ms ...*world.Member) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append([]*world.Member{creator}, ms...)
-	world.SyncAll(all...)
+	world.Round(ms...) // each joins from its Welcome
 	allow(t, g.ID(), ms...)
 	return g.ID()
 }
@@ -54,7 +53,7 @@ func dm(t *testing.T, a, b *world.Member) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	world.SyncAll(a, b)
+	b.Sync()
 	allow(t, cv.ID(), b)
 	return cv.ID()
 }
@@ -123,7 +122,7 @@ func readdsOf(t *testing.T, m *world.Member, id, key []byte) []uint64 {
 func healthy(t *testing.T, id []byte, committer *world.Member, ms ...*world.Member) {
 	t.Helper()
 	commit(t, committer, id)
-	world.SyncAll(ms...)
+	world.Round(ms...)
 	world.Agree(t, id, ms...)
 	for _, m := range ms {
 		if st := m.ForkState(id); st != ports.ForkNotForked {

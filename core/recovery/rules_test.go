@@ -28,6 +28,7 @@ import (
 // accepted remote entries; the one-shot group carries no application
 // message: its topic holds the one commit that added the readders.
 func TestFORK050_RequestToPermittedReadders(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -74,6 +75,7 @@ func TestFORK050_RequestToPermittedReadders(t *testing.T) {
 // FORK-050 in a DM: both members' inboxes are the permitted readders, so
 // the other member and the requester's other installation receive it.
 func TestFORK050_DMRequestToBothInboxes(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -96,6 +98,7 @@ func TestFORK050_DMRequestToBothInboxes(t *testing.T) {
 // again after the retry delay; a send whose outcome is unknown (the
 // Welcome was stored, the answers were lost) is never sent again.
 func TestFORK051_OneRequestPerFork(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	var ft *faultTransport
 	clk := clock.NewFake(time.Now())
@@ -157,6 +160,7 @@ func TestFORK051_OneRequestPerFork(t *testing.T) {
 // keeps the request, holds no conversation, record or join event for the
 // one-shot group, and the requester does not list its own either.
 func TestFORK052_OneshotNeverListed(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -194,6 +198,7 @@ func TestFORK052_OneshotNeverListed(t *testing.T) {
 // FORK-053: a readder whose consent for the group is not allowed
 // discards the request: the Welcome is rejected, nothing is kept.
 func TestFORK053_ConsentNotAllowed(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -215,6 +220,7 @@ func TestFORK053_ConsentNotAllowed(t *testing.T) {
 // the wrong size, a position beyond every sequence id — is rejected, not
 // retried for ever.
 func TestCOMP202_UnanswerableRequestsRejected(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{})
@@ -233,6 +239,7 @@ func TestCOMP202_UnanswerableRequestsRejected(t *testing.T) {
 // FORK-061: a requester removed between its request and the response is
 // not readded: the request is dropped, no commit follows.
 func TestFORK061_RemovedRequesterNotReadded(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -266,6 +273,7 @@ func TestFORK061_RemovedRequesterNotReadded(t *testing.T) {
 // arrive — and the requester joins from that commit's Welcome, anchored
 // at it.
 func TestFORK062_OneCommitRemovesAndAdds(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{Options: requester})
@@ -296,6 +304,7 @@ func TestFORK062_OneCommitRemovesAndAdds(t *testing.T) {
 // absent or lower than 1.6.0, the readder sets it to 1.6.0 in a commit of
 // its own, and the readd commit follows it.
 func TestFORK063_VersionRaisedFirst(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		version []byte // nil removes the component
@@ -355,6 +364,7 @@ func TestFORK063_VersionRaisedFirst(t *testing.T) {
 // FORK-070: with no policy set a client sends no request and answers
 // requests; a list selects only its groups.
 func TestFORK070_Policy(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{}) // no policy: none, responses on
@@ -384,6 +394,7 @@ func TestFORK070_Policy(t *testing.T) {
 // FORK-071: while responses are disabled the readder keeps the request
 // and never publishes a readd commit.
 func TestFORK071_ResponsesDisabled(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	var ft *faultTransport
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}},
@@ -412,6 +423,7 @@ func TestFORK071_ResponsesDisabled(t *testing.T) {
 // it keeps the request and publishes nothing; a readder that is not a
 // permitted readder drops the request.
 func TestFORK080_Conditions(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	var ft *faultTransport
 	alice := w.Member("alice", world.Config{Transport: func(tr ports.Transport) ports.Transport { ft = wrapFaults(tr); return ft }})
@@ -480,6 +492,7 @@ func TestFORK080_Conditions(t *testing.T) {
 // unknown, so a readder keeps every request and never answers, and a
 // client sends no request, whatever fork state it stored before.
 func TestFORK080_CommitLogOffNeverAnswers(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{})
@@ -578,6 +591,7 @@ var _ = join.ErrRejected
 // request was made; a copy of it reaching a2 is dropped, and alice, a
 // member throughout, answers it.
 func TestCOMP203_RequestOlderThanTheMembership(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	off := &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}
 	alice := w.Member("alice", world.Config{Options: off})
@@ -613,6 +627,7 @@ func TestCOMP203_RequestOlderThanTheMembership(t *testing.T) {
 // held tree whose inbox there is a permitted readder — and false when any
 // one of them fails.
 func TestCOMP205_RepairForkedConditions(t *testing.T) {
+	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{})
 	bob := w.Member("bob", world.Config{Options: divergedRequester})

@@ -226,13 +226,17 @@ func (m *Member) Tx(fn func(tx ports.Tx) error) {
 	}
 }
 
-// SyncAll syncs every member three times, so that what one member's pass
-// publishes reaches every other within the call.
+// SyncAll syncs every member twice, in order, so that what one member's
+// pass publishes reaches every other within the call.
 func SyncAll(ms ...*Member) {
-	for i := 0; i < 3; i++ {
-		for _, m := range ms {
-			m.Sync()
-		}
+	Round(ms...)
+	Round(ms...)
+}
+
+// Round syncs every member once, in order.
+func Round(ms ...*Member) {
+	for _, m := range ms {
+		m.Sync()
 	}
 }
 
