@@ -58,7 +58,7 @@ func dm(t *testing.T, a, b *world.Member) []byte {
 	return cv.ID()
 }
 
-func allow(t *testing.T, id []byte, ms ...*world.Member) {
+func allow(t testing.TB, id []byte, ms ...*world.Member) {
 	t.Helper()
 	for _, m := range ms {
 		if err := m.Conv(id).SetConsent(m.W.Ctx, ports.ConsentAllowed); err != nil {

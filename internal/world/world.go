@@ -52,11 +52,14 @@ func Each(t *testing.T, modes []string, fn func(t *testing.T, w *World)) {
 	}
 }
 
-// New starts the delivery service of mode. Everything it starts stops
-// when the test ends.
-func New(t testing.TB, mode string) *World {
+// New starts the delivery service of mode, with 5 minutes for everything
+// the test does. Everything it starts stops when the test ends.
+func New(t testing.TB, mode string) *World { return NewFor(t, mode, 5*time.Minute) }
+
+// NewFor is New with d for everything the test does.
+func NewFor(t testing.TB, mode string, d time.Duration) *World {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	w := &World{T: t, Ctx: ctx, Mode: mode, dir: t.TempDir()}
 	switch mode {
