@@ -29,7 +29,7 @@ var divergedRequester = &client.Options{Recovery: client.RecoveryPolicy{Mode: cl
 // group creates a group of creator (its only super admin) with the
 // members' inboxes, syncs everyone and allows the conversation on every
 // member, so that each reads its commit log (FORK-030).
-func group(t *testing.T, creator *world.Member, ms ...*world.Member) []byte {
+func group(t testing.TB, creator *world.Member, ms ...*world.Member) []byte {
 	t.Helper()
 	var inboxes []string
 	for _, m := range ms {
