@@ -3,7 +3,6 @@ package recovery_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -175,14 +174,6 @@ func rejected(t *testing.T, m *world.Member) []string {
 }
 
 func key(m *world.Member) []byte { return m.C.InstallationKey() }
-
-func name(ms ...*world.Member) string {
-	var s []string
-	for _, m := range ms {
-		s = append(s, m.Name)
-	}
-	return fmt.Sprint(s)
-}
 
 // hostileReadd has m build, with its engine alone and so without its
 // client's permission checks, a commit that removes victim's leaf and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
@@ -83,7 +84,7 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		req = &contentspb.ReaddRequest{GroupId: groupID, LatestCommitSequenceId: latest}
 		to = slices.Sorted(maps.Keys(inboxes))
 		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
-			s.Requested, s.RequestedAt, s.NotBefore, s.UpdatedAt = true, latest, now, now
+			s.Requested, s.RequestedAt, s.NotBefore, s.UpdatedAt = true, latest, time.Time{}, now
 			return nil
 		})
 	})

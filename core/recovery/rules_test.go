@@ -10,7 +10,6 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/core/client"
-	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/internal/world"
@@ -582,8 +581,6 @@ func groupUpdates(t *testing.T, m *world.Member, id []byte) []client.GroupUpdate
 func without(d metadata.Dictionary, id uint16) metadata.Dictionary {
 	return metadata.Dictionary{Components: slices.DeleteFunc(slices.Clone(d.Components), func(c metadata.Component) bool { return c.ID == id })}
 }
-
-var _ = join.ErrRejected
 
 // COMP-203: a readder drops a request whose latest_commit_sequence_id is
 // below the start of its own membership: a readd between the two may
