@@ -55,25 +55,33 @@ func testRepairGroup(t *testing.T, w *world.World) {
 	healthy(t, id, alice, all...)
 }
 
-// The whole loop in a DM whose member really diverged (it refused the
-// winning commit and merged its own): the readd commit cannot reach its
-// state, so it is repaired by the opt-in path, the readder's Welcome
-// replacing its forked state.
-func TestRepairDMDiverged(t *testing.T) {
+// The whole loop in DMs, where both members are publishers and permitted
+// readders: bob's log diverges (the specification's path: he processes
+// his removal and rejoins under JOIN-042), and carol really diverges (she
+// refused the winning commit and merged her own): the readd commit cannot
+// reach her state, so she is repaired by the opt-in path, alice's Welcome
+// replacing her forked state.
+func TestRepairDM(t *testing.T) {
 	t.Parallel()
-	world.Each(t, world.Networked, testRepairDMDiverged)
+	world.Each(t, world.Networked, testRepairDM)
 }
 
-func testRepairDMDiverged(t *testing.T, w *world.World) {
+func testRepairDM(t *testing.T, w *world.World) {
 	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Options: divergedRequester})
-	id := dm(t, alice, bob)
-	fork(t, id, bob, mlsfault.RefuseWinner, alice)
-	world.SyncAll(alice, bob)
-	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
-		t.Fatalf("alice merged readds of bob at %v; want exactly one", got)
+	bob := w.Member("bob", world.Config{Options: requester})
+	carol := w.Member("carol", world.Config{Options: divergedRequester})
+	for _, tc := range []struct {
+		m     *world.Member
+		fault mlsfault.Fault
+	}{{bob, mlsfault.MisrecordAuthenticator}, {carol, mlsfault.RefuseWinner}} {
+		id := dm(t, alice, tc.m)
+		fork(t, id, tc.m, tc.fault, alice)
+		world.SyncAll(alice, tc.m)
+		if got := readdsOf(t, alice, id, key(tc.m)); len(got) != 1 {
+			t.Fatalf("%v: alice merged readds of %s at %v; want exactly one", tc.fault, tc.m.Name, got)
+		}
+		healthy(t, id, alice, alice, tc.m)
 	}
-	healthy(t, id, alice, alice, bob)
 }
 
 // FORK-080: a readder whose fork state is unknown keeps the request and

@@ -73,8 +73,8 @@ type Host interface {
 	SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage, inboxes ...string) ([]byte, error)
 }
 
-// Options configure a [Recovery]. Every field but Policy, the durations,
-// Logger and OnEvent is required.
+// Options configure a [Recovery]. Every field but Policy,
+// CommitLogDisabled, the durations, Logger and OnEvent is required.
 type Options struct {
 	Store     ports.Store
 	MLS       ports.MLS
