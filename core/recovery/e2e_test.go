@@ -293,16 +293,7 @@ func testInvalidKeyPackage(t *testing.T, w *world.World) {
 		t.Fatalf("bob was readded at %v without a valid key package", got)
 	}
 	world.SyncAll(all...)
-	world.Agree(t, id, all...) // bob is still a member, at the group's state: only his log forked
-	for _, m := range all {
-		want := ports.ForkNotForked
-		if m == bob {
-			want = ports.ForkForked
-		}
-		if st := m.ForkState(id); st != want {
-			t.Errorf("%s: %v, want %v", m.Name, st, want)
-		}
-	}
+	stillForked(t, id, bob, all...) // bob is still a member, at the group's state: only his log forked
 }
 
 // FORK-064, FORK-051: a repaired member that forks again asks again, with
@@ -373,16 +364,7 @@ func testReaddLoop(t *testing.T, w *world.World) {
 	if st := status(t, alice, id, key(bob)); !st.Requested {
 		t.Fatalf("no request arrived after responses were disabled: %+v", st)
 	}
-	world.Agree(t, id, all...)
-	for _, m := range all {
-		want := ports.ForkNotForked
-		if m == bob {
-			want = ports.ForkForked
-		}
-		if st := m.ForkState(id); st != want {
-			t.Errorf("%s: %v, want %v", m.Name, st, want)
-		}
-	}
+	stillForked(t, id, bob, all...)
 }
 
 // COMP-205: a member whose epoch secrets diverged (a commit merged onto

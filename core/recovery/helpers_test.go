@@ -130,6 +130,23 @@ func healthy(t *testing.T, id []byte, committer *world.Member, ms ...*world.Memb
 	}
 }
 
+// stillForked checks the end state of a case that leaves forked, a
+// member whose log alone diverged, unrepaired: every member at the same
+// epoch and epoch authenticator, forked forked and the others not.
+func stillForked(t *testing.T, id []byte, forked *world.Member, ms ...*world.Member) {
+	t.Helper()
+	world.Agree(t, id, ms...)
+	for _, m := range ms {
+		want := ports.ForkNotForked
+		if m == forked {
+			want = ports.ForkForked
+		}
+		if st := m.ForkState(id); st != want {
+			t.Errorf("%s: %v, want %v", m.Name, st, want)
+		}
+	}
+}
+
 // status returns m's stored readd status of key in the group.
 func status(t *testing.T, m *world.Member, id, key []byte) ports.ReaddStatus {
 	t.Helper()
