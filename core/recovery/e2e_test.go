@@ -126,7 +126,7 @@ func testUnknownReadderWaits(t *testing.T, w *world.World) {
 	healthy(t, id, alice, all...)
 }
 
-// FORK-064: two readders hold one request and answer it at the same time;
+// FORK-064, COMP-206: two readders hold one request and answer it at the same time;
 // one readd commit is published, the other readder's attempt is built
 // again on the state that holds it and dropped, and both record it, so a
 // replay of the request is answered by neither.
@@ -252,7 +252,7 @@ func testRequestFromNonMember(t *testing.T, w *world.World) {
 	healthy(t, id, alice, alice, carol)
 }
 
-// FORK-062: the requester's newest key package fails validation (expired
+// FORK-062, COMP-204: the requester's newest key package fails validation (expired
 // by the readder's clock): the readder does not remove it, and fetches
 // its key package again only once the membership refresh interval has
 // passed. The requester stays a member, forked; the others are not.

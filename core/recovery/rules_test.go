@@ -20,7 +20,7 @@ import (
 // The rules of sections 6 to 8, one test each, on the embedded
 // deployment (the end-to-end matrix runs the scenarios over regroupd).
 
-// FORK-050: the request goes to the permitted readders only — in a group
+// FORK-050, COMP-200: the request goes to the permitted readders only — in a group
 // the super admins (alice), and the requester's other installation (bob2,
 // added with its inbox) — never to a plain member (carol); it names the
 // group and the highest commit sequence id among the requester's
@@ -91,7 +91,7 @@ func TestFORK050_DMRequestToBothInboxes(t *testing.T) {
 	}
 }
 
-// FORK-051: one request per fork. Passes after the first send nothing
+// FORK-051, COMP-201: one request per fork. Passes after the first send nothing
 // more; a send that certainly reached nobody (the delivery service
 // rate-limited every attempt of the Welcome) clears the mark and is sent
 // again after the retry delay; a send whose outcome is unknown (the
@@ -299,9 +299,9 @@ func TestFORK062_OneCommitRemovesAndAdds(t *testing.T) {
 	healthy(t, id, alice, all...)
 }
 
-// FORK-063: before readding in a group whose minimum protocol version is
-// absent or lower than 1.6.0, the readder sets it to 1.6.0 in a commit of
-// its own, and the readd commit follows it.
+// FORK-063, COMP-204: before readding in a group whose minimum protocol
+// version is absent or lower than 1.6.0, the readder sets it to 1.6.0 in
+// a commit of its own, and the readd commit follows it.
 func TestFORK063_VersionRaisedFirst(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -697,5 +697,83 @@ func TestCOMP205_RepairForkedConditions(t *testing.T) {
 	})
 	if repair(bob.C.Recovery(), g, held, leaf(alice)) {
 		t.Error("the policy does not opt in: repair allowed")
+	}
+}
+
+// COMP-207: the workers repair a fork by themselves: with the periodic
+// passes an hour away, the wake-ups alone — the conversation becoming
+// forked, the request kept — carry the request and the readd, once both
+// clients' workers are past their first sync and subscribed, and the
+// member rejoins without any explicit sync.
+func TestCOMP207_WorkersRepairByThemselves(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	slow := func(p client.RecoveryPolicy) *client.Options {
+		return &client.Options{Recovery: p, RecoveryInterval: time.Hour, SyncInterval: time.Hour}
+	}
+	var subs [2]*faultTransport
+	watch := func(i int) func(ports.Transport) ports.Transport {
+		return func(tr ports.Transport) ports.Transport { subs[i] = wrapFaults(tr); return subs[i] }
+	}
+	alice := w.Member("alice", world.Config{Options: slow(client.RecoveryPolicy{}), Transport: watch(0)})
+	bob := w.Member("bob", world.Config{Options: slow(client.RecoveryPolicy{Mode: client.RecoverAll}), Transport: watch(1)})
+	id := group(t, alice, bob)
+	for i, m := range []*world.Member{alice, bob} {
+		if err := m.C.Start(w.Ctx); err != nil {
+			t.Fatal(err)
+		}
+		select { // the first sync is over once the worker subscribes
+		case <-subs[i].subscribed:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s's workers did not subscribe", m.Name)
+		}
+	}
+	rejoined := make(chan struct{})
+	go func() {
+		for ev := range bob.C.Events() {
+			if j, ok := ev.(client.JoinedEvent); ok && j.Rejoined && bytes.Equal(j.GroupID, id) {
+				close(rejoined)
+				return
+			}
+		}
+	}()
+	bob.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
+	if err := alice.Conv(id).UpdateKeys(w.Ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rejoined:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("bob not rejoined two minutes after the fork (fork state %v)", bob.ForkState(id))
+	}
+	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
+		t.Fatalf("readds at %v", got)
+	}
+}
+
+// COMP-208: a member whose epoch secrets diverged cannot verify the readd
+// commit: without the opt-in repair the readd happens, its Welcome is
+// refused under JOIN-042 and the member stays forked, diverged from the
+// group; the readd of section 7 repairs only a member whose log alone
+// diverged.
+func TestCOMP208_DivergedNeedsTheOptIn(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Options: requester})
+	id := group(t, alice, bob)
+	fork(t, id, bob, mlsfault.RefuseWinner, alice)
+	world.SyncAll(alice, bob)
+	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
+		t.Fatalf("readds at %v; want the one readd", got)
+	}
+	if got := rejected(t, bob); !slices.Contains(got, "JOIN-042") {
+		t.Fatalf("bob rejected %v; want the readd's Welcome refused under JOIN-042", got)
+	}
+	if st := bob.ForkState(id); st != ports.ForkForked {
+		t.Fatalf("bob: %v, want still forked", st)
+	}
+	if a, b := alice.Info(id), bob.Info(id); bytes.Equal(a.EpochAuthenticator, b.EpochAuthenticator) {
+		t.Fatal("bob holds the group's state")
 	}
 }

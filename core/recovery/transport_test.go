@@ -24,6 +24,8 @@ type faultTransport struct {
 	lag uint64
 	// groupPublishes counts publishes to group topics.
 	groupPublishes int
+	// subscribed receives a value at each Subscribe, when not full.
+	subscribed chan struct{}
 }
 
 // lagGroups makes queries of group topics serve nothing after seq; 0
@@ -67,7 +69,7 @@ type publishFault struct {
 }
 
 func wrapFaults(tr ports.Transport) *faultTransport {
-	return &faultTransport{Transport: tr, kpQueries: map[string]int{}}
+	return &faultTransport{Transport: tr, kpQueries: map[string]int{}, subscribed: make(chan struct{}, 16)}
 }
 
 // failWelcomes makes the next publishes of Welcomes fail as given.
@@ -119,4 +121,13 @@ func (f *faultTransport) QueryNewest(ctx context.Context, topic []byte) (*backen
 		f.mu.Unlock()
 	}
 	return f.Transport.QueryNewest(ctx, topic)
+}
+
+func (f *faultTransport) Subscribe(ctx context.Context, cursors []ports.TopicCursor) (ports.Subscription, error) {
+	sub, err := f.Transport.Subscribe(ctx, cursors)
+	select {
+	case f.subscribed <- struct{}{}:
+	default:
+	}
+	return sub, err
 }
