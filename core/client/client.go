@@ -13,6 +13,7 @@ import (
 	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/keypackage"
+	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -47,6 +48,7 @@ type Client struct {
 	sender   join.Sender
 	receiver *join.Receiver
 	keys     *keypackage.Manager
+	rec      *recovery.Recovery
 
 	locks [64]sync.Mutex
 
@@ -88,6 +90,14 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: commit log: %v", ErrConfig, err)
 	}
+	c.rec, err = recovery.New(recovery.Options{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport, Clock: deps.Clock,
+		Algorithms: deps.Algorithms, Installation: deps.Installation, Host: recoveryHost{c}, Policy: c.opts.Recovery,
+		CommitLogDisabled: c.opts.DisableCommitLog,
+		RefreshInterval:   c.opts.ReaddRefreshInterval, RetryDelay: c.opts.ReaddRetryDelay, Logger: c.logger,
+		OnEvent: func(e recovery.Event) { c.events.emit(RecoveryEvent{Event: e}) }})
+	if err != nil {
+		return nil, fmt.Errorf("%w: recovery: %v", ErrConfig, err)
+	}
 	c.keys, err = keypackage.NewManager(keypackage.ManagerOptions{Store: deps.Store, Transport: deps.Transport, Engine: deps.MLS,
 		Wrappers: deps.Algorithms, Clock: deps.Clock, Identity: deps.Identity, Installation: deps.Installation,
 		WrapperAlgorithm: c.opts.WrapperAlgorithm, Lifetime: c.opts.KeyPackageLifetime})
@@ -97,7 +107,7 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
 		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Identity: deps.Identity,
 		ProtocolVersion: ProtocolVersion, Log: c.log, CatchUp: c.catchUp, OnJoined: c.onJoined, OnWelcome: c.onWelcome,
-		WelcomeAccepted: c.keys.WelcomeAccepted})
+		OnOneshot: c.onOneshot, ReplaceForked: c.rec.RepairForked, WelcomeAccepted: c.keys.WelcomeAccepted})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
@@ -134,6 +144,10 @@ func (c *Client) DroppedEvents() uint64 { return c.events.droppedCount() }
 // the recovery code that reads fork states.
 func (c *Client) CommitLog() *commitlog.Log { return c.log }
 
+// Recovery returns the client's fork repair, whose passes the workers and
+// [Client.SyncAll] run.
+func (c *Client) Recovery() *recovery.Recovery { return c.rec }
+
 // lock serializes the processing of one group's topic and the client's
 // own commits in it.
 func (c *Client) lock(groupID []byte) func() {
@@ -153,6 +167,7 @@ func messagesOf(tx ports.Tx) ports.Messages { return tx.(ports.MessageTx).Messag
 func (c *Client) onForked(e commitlog.ForkEvent) {
 	c.events.emit(ForkStateEvent{GroupID: e.GroupID, State: ports.ForkForked, SharedCommit: e.CommitSequenceID,
 		Local: e.Local, Remote: e.Remote, RemoteAuthor: e.RemoteAuthor})
+	c.recoveryDue() // a readd request may be due (FORK-050)
 }
 
 // Close stops the workers and closes the event stream. It does not close

@@ -28,6 +28,9 @@ type intent struct {
 	MergedAt uint64 `json:"merged_at,omitempty"`
 	// Reason is why a rejected commit was invalid.
 	Reason string `json:"reason,omitempty"`
+	// Strict makes a refusal of the Welcomes a failure of the commit, for
+	// a commit whose Welcomes are its purpose (a one-shot group's).
+	Strict bool `json:"strict,omitempty"`
 }
 
 const (
@@ -79,6 +82,11 @@ type builder func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports
 // its sequence id. A commit beaten by a concurrent one is rebuilt, up to
 // Options.CommitRetries times. It returns the commit's sequence id.
 func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uint64, error) {
+	return c.commitAs(ctx, groupID, build, false)
+}
+
+// commitAs is commit; strict makes a refusal of the Welcomes an error.
+func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, strict bool) (uint64, error) {
 	defer c.lock(groupID)()
 	if err := c.settleIntent(ctx, groupID); err != nil {
 		return 0, err
@@ -87,7 +95,7 @@ func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uin
 		if err := c.processGroup(ctx, groupID); err != nil {
 			return 0, err
 		}
-		in := &intent{State: intentPending}
+		in := &intent{State: intentPending, Strict: strict}
 		err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
 			g, err := tx.Groups().Get(ctx, groupID)
 			if err != nil {
@@ -203,7 +211,9 @@ func (c *Client) dropIntent(ctx context.Context, groupID []byte, clearPending bo
 }
 
 // sendWelcomes publishes the Welcomes of a merged commit, anchored at its
-// sequence id (JOIN-036), at most 256 envelopes per request.
+// sequence id (JOIN-036), at most 256 envelopes per request. A failure of
+// the publish is a [*welcomeError]; a refusal is logged and ends the
+// sending, unless the intent is strict.
 func (c *Client) sendWelcomes(ctx context.Context, groupID []byte, in *intent) error {
 	if len(in.Recipients) == 0 || len(in.Welcome) == 0 {
 		return nil
@@ -212,19 +222,30 @@ func (c *Client) sendWelcomes(ctx context.Context, groupID []byte, in *intent) e
 	if err != nil {
 		return fmt.Errorf("welcomes of %x: %w", groupID, err)
 	}
+	sent := false
 	for len(envs) > 0 {
 		n := min(len(envs), 256)
 		if _, err := publishRetry(ctx, c.deps.Transport, envs[:n]); err != nil {
-			if errors.Is(err, ports.ErrInvalidArgument) {
+			if errors.Is(err, ports.ErrInvalidArgument) && !in.Strict {
 				c.logger.Error("welcomes refused by the delivery service", "group", fmt.Sprintf("%x", groupID), "err", err)
 				return nil
 			}
-			return fmt.Errorf("welcomes of %x: %w", groupID, err)
+			return &welcomeError{sent: sent, err: fmt.Errorf("welcomes of %x: %w", groupID, err)}
 		}
-		envs = envs[n:]
+		sent, envs = true, envs[n:]
 	}
 	return nil
 }
+
+// welcomeError is a failed publish of a merged commit's Welcomes; sent
+// reports that an earlier batch of them was stored.
+type welcomeError struct {
+	sent bool
+	err  error
+}
+
+func (e *welcomeError) Error() string { return e.err.Error() }
+func (e *welcomeError) Unwrap() error { return e.err }
 
 // publishRetry publishes envs, retrying an unavailable or rate-limited
 // delivery service a few times with a growing delay. A publish whose

@@ -3,6 +3,7 @@ package client
 import (
 	"sync"
 
+	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -90,7 +91,15 @@ type CommitRejectedEvent struct {
 	Reason           string
 }
 
+// RecoveryEvent reports a step of a fork repair (fork-recovery sections 6
+// and 7): a readd request sent, received or dropped, a readd commit
+// published or deferred.
+type RecoveryEvent struct {
+	recovery.Event
+}
+
 func (JoinedEvent) event()         {}
+func (RecoveryEvent) event()       {}
 func (MessageEvent) event()        {}
 func (MembershipEvent) event()     {}
 func (MetadataEvent) event()       {}

@@ -81,7 +81,15 @@ func (cv *Conversation) AddMembers(ctx context.Context, inboxes ...string) error
 	if err != nil {
 		return err
 	}
-	_, err = c.commit(ctx, cv.id, func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
+	_, err = c.commit(ctx, cv.id, cv.addBuilder(inboxes, cands))
+	return err
+}
+
+// addBuilder builds the commit that adds the candidates' usable
+// installations not yet in the tree and sets their GROUP_MEMBERSHIP
+// entries.
+func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder {
+	return func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
 		if err := cv.mayAdd(view, inboxes); err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
@@ -124,13 +132,13 @@ func (cv *Conversation) AddMembers(ctx context.Context, inboxes ...string) error
 		}
 		opts.GroupContextExtensions = replaceExtension(view.Extensions, ext)
 		return opts, recipients, nil
-	})
-	return err
+	}
 }
 
 // mayAdd applies the add rule to this installation's own commit: a DM
 // adds only its other member; a group's admins and super admins add
-// anyone, and any member adds its own inbox's installations.
+// anyone, and so does the creator of a one-shot group, its only super
+// admin (COMP-200); any member adds its own inbox's installations.
 func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
 	r, err := rolesOf(view)
 	if err != nil {
@@ -142,6 +150,7 @@ func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
 		case inbox == me:
 		case r.ct == ports.ConversationDM && slices.Contains(r.dmMembers, inbox):
 		case r.ct == ports.ConversationGroup && r.admin(me):
+		case r.ct == ports.ConversationOneshot && r.superAdmin(me):
 		default:
 			return fmt.Errorf("add %s: %w", inbox, ErrNotPermitted)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/algorithm"
 	"github.com/regroup-mls/regroup/core/identity"
+	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -27,31 +28,26 @@ type Deps struct {
 	Logger *slog.Logger
 }
 
+// RecoveryPolicy is the recovery policy of fork-recovery section 8
+// (FORK-070): which conversations this client sends readd requests for,
+// whether it answers others' requests, and the opt-in repair of a member
+// whose epoch secrets diverged. The zero value is the default the
+// specification requires: no requests, responses enabled.
+type RecoveryPolicy = recovery.Policy
+
 // RecoveryMode selects the conversations a client sends readd requests
 // for (FORK-070).
-type RecoveryMode int
+type RecoveryMode = recovery.Mode
 
 const (
 	// RecoverNone sends no readd request. It is the default.
-	RecoverNone RecoveryMode = iota
+	RecoverNone = recovery.None
 	// RecoverListed sends requests for the group ids in
 	// [RecoveryPolicy.Groups] only.
-	RecoverListed
+	RecoverListed = recovery.Listed
 	// RecoverAll sends requests for every conversation.
-	RecoverAll
+	RecoverAll = recovery.All
 )
-
-// RecoveryPolicy is the recovery policy of fork-recovery section 8. The
-// zero value is the default the spec requires: no requests, responses
-// enabled (FORK-070).
-type RecoveryPolicy struct {
-	Mode RecoveryMode
-	// Groups are the group ids requests are sent for under RecoverListed.
-	Groups [][]byte
-	// DisableResponses stops this client from publishing readd commits
-	// (FORK-071). Publishing and reading the commit log are unaffected.
-	DisableResponses bool
-}
 
 // Options configure a [Client]. The zero value of every field selects the
 // documented default.
@@ -62,6 +58,18 @@ type Options struct {
 	DisableCommitLog bool
 	// Recovery is the recovery policy (FORK-070).
 	Recovery RecoveryPolicy
+	// RecoveryInterval is how often readd requests and responses are
+	// attempted; default 10s. A conversation becoming forked and a readd
+	// request arriving start an attempt at once.
+	RecoveryInterval time.Duration
+	// ReaddRefreshInterval is the membership refresh interval of
+	// FORK-062: after no valid key package was found for an installation
+	// to readd, no readd of it starts before it has passed; default 1
+	// hour (COMP-204).
+	ReaddRefreshInterval time.Duration
+	// ReaddRetryDelay defers a readd request that certainly reached
+	// nobody before it is sent again; default 1 minute (COMP-201).
+	ReaddRetryDelay time.Duration
 	// KeyPackageLifetime is the lifetime of published key packages;
 	// default 12 weeks (joining-groups section 2).
 	KeyPackageLifetime time.Duration
@@ -98,6 +106,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.CommitLogInterval <= 0 {
 		r.CommitLogInterval = 10 * time.Second
+	}
+	if r.RecoveryInterval <= 0 {
+		r.RecoveryInterval = 10 * time.Second
 	}
 	if r.CommitRetries <= 0 {
 		r.CommitRetries = 5

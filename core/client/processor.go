@@ -46,14 +46,16 @@ type outcome struct {
 // moving the cursor past what committed; the next pass retries from
 // there. An inactive group is not processed: its cursor stays at the
 // commit that removed this installation (COMP-186), where a re-add
-// Welcome's anchor lands. The caller holds the group's lock.
+// Welcome's anchor lands. A one-shot group is processed only by the
+// commit that sends it (COMP-200): nothing else calls this for one. The
+// caller holds the group's lock.
 func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 	for {
 		g, err := c.group(ctx, groupID)
 		if err != nil {
 			return err
 		}
-		if !g.Active || g.ConversationType == ports.ConversationOneshot {
+		if !g.Active {
 			return nil
 		}
 		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), g.Cursor, pageSize)
@@ -324,6 +326,11 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		Readded: readded, ChangeClass: ch.class(), AddedSuperAdmins: ch.addedSuperAdmins, RoleEvidence: true})
 	if err != nil {
 		return err
+	}
+	if len(readded) > 0 { // FORK-064, whoever published the readd
+		if err := c.rec.Readded(ctx, tx, g.ID, readded, e.seq); err != nil {
+			return err
+		}
 	}
 	out.recorded = append(out.recorded, rec)
 	upd := groupUpdate{Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded,

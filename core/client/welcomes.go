@@ -40,11 +40,26 @@ func (c *Client) onWelcome(o join.Outcome) {
 		Reason: o.Rule + ": " + o.Reason})
 }
 
-// onJoined reports a joined group and subscribes to its topics.
+// onJoined reports a joined group and subscribes to its topics. A
+// Welcome that replaced held state began a new membership whose fork
+// state is unknown (FORK-041), which is reported too.
 func (c *Client) onJoined(j join.Joined) {
 	c.events.emit(JoinedEvent{GroupID: j.GroupID, ConversationType: j.ConversationType, AdderInbox: j.Adder.InboxID,
 		AdderInstallation: j.Adder.SignatureKey, Anchor: j.Anchor, Epoch: j.Epoch, Rejoined: j.Replaced})
+	if j.Replaced {
+		c.events.emit(ForkStateEvent{GroupID: j.GroupID, State: ports.ForkUnknown})
+	}
 	c.wakeWorkers()
+}
+
+// onOneshot hands a one-shot Welcome's message to the recovery
+// (FORK-052) and, when it kept a request, schedules a response.
+func (c *Client) onOneshot(ctx context.Context, o join.Oneshot) error {
+	if err := c.rec.OnOneshot(ctx, o); err != nil {
+		return err
+	}
+	c.recoveryDue()
+	return nil
 }
 
 // HeldWelcomes lists the Welcomes held for a later attempt, in sequence id

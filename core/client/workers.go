@@ -26,6 +26,8 @@ type workers struct {
 	due  chan struct{}
 	// dueSince is when logs last became non-empty.
 	dueSince time.Time
+	// recovery asks the recovery loop for a pass now.
+	recovery chan struct{}
 }
 
 func (w *workers) stop() {
@@ -44,7 +46,9 @@ type background func(ctx context.Context)
 // processes each topic as envelopes arrive (and every SyncInterval
 // regardless); the commit-log loop, which publishes and reads every
 // allowed conversation's log every CommitLogInterval and at once after a
-// commit is merged; and the key-package and held-Welcome loops. A
+// commit is merged; the recovery loop, which sends readd requests and
+// answers them every RecoveryInterval and at once when a conversation
+// becomes forked or a request arrives; and the key-package loop. A
 // delivery service that goes away and comes back is resubscribed from the
 // stored cursors, so nothing is missed or processed twice.
 func (c *Client) Start(ctx context.Context) error {
@@ -54,9 +58,10 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("client already started")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), logs: map[string]bool{}, due: make(chan struct{}, 1)}
+	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), logs: map[string]bool{}, due: make(chan struct{}, 1),
+		recovery: make(chan struct{}, 1)}
 	c.workers = w
-	loops := append([]background{c.topicLoop, c.commitLogLoop}, c.background...)
+	loops := append([]background{c.topicLoop, c.commitLogLoop, c.recoveryLoop}, c.background...)
 	for _, loop := range loops {
 		w.wg.Add(1)
 		go func() {
@@ -101,9 +106,38 @@ func (c *Client) logDue(groupID []byte) {
 	}
 }
 
+// recoveryDue asks the recovery loop for a pass now.
+func (c *Client) recoveryDue() {
+	if w := c.currentWorkers(); w != nil {
+		select {
+		case w.recovery <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// recoveryLoop runs the recovery's passes every RecoveryInterval and when
+// recoveryDue asks for one. A pass never runs under a group lock: it takes
+// the locks of the groups it processes and commits in.
+func (c *Client) recoveryLoop(ctx context.Context) {
+	w := c.currentWorkers()
+	tick := time.NewTicker(c.opts.RecoveryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-w.recovery:
+		}
+		c.logErr("recovery", c.rec.Pass(ctx))
+	}
+}
+
 // SyncAll processes every pending Welcome and every group topic now, then
-// publishes and reads every allowed conversation's commit log. It returns
-// the first error after trying everything.
+// publishes and reads every allowed conversation's commit log, then sends
+// the readd requests due and answers those kept. It returns the errors
+// after trying everything.
 func (c *Client) SyncAll(ctx context.Context) error {
 	errs := []error{c.keys.Tick(ctx), c.processWelcomes(ctx), c.retryWelcomes(ctx), c.resendOutbox(ctx)}
 	gs, err := c.heldGroups(ctx)
@@ -117,7 +151,7 @@ func (c *Client) SyncAll(ctx context.Context) error {
 			unlock()
 		}
 	}
-	errs = append(errs, c.syncLogs(ctx, gs))
+	errs = append(errs, c.syncLogs(ctx, gs), c.rec.Pass(ctx))
 	return errors.Join(errs...)
 }
 
@@ -154,6 +188,7 @@ func (c *Client) syncLog(ctx context.Context, groupID []byte) error {
 	}
 	if st := rep.Read.ForkState; rep.ReadErr == nil && st != before && st != ports.ForkForked {
 		c.events.emit(ForkStateEvent{GroupID: groupID, State: st})
+		c.recoveryDue() // a readder that was unknown may act now (FORK-080)
 	}
 	return err
 }

@@ -33,6 +33,9 @@ type candidate struct {
 type heldGroup struct {
 	g    *ports.Group     // nil when the client holds no such group
 	view *ports.GroupView // nil when the engine holds no state for it
+	// repair reports that ReceiverOptions.ReplaceForked lets the Welcome
+	// replace the active state of a forked conversation (COMP-205).
+	repair bool
 }
 
 // attempt runs one Welcome through the pipeline and records its outcome.
@@ -100,7 +103,7 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 		if st.HasPSKs {
 			return nil
 		}
-		hg, err = r.heldGroup(ctx, tx, st.Group.GroupID)
+		hg, err = r.heldGroup(ctx, tx, st)
 		return err
 	})
 	switch {
@@ -200,8 +203,11 @@ func checkIdentity(c *candidate, hg heldGroup) error {
 	return nil
 }
 
-func (r *Receiver) heldGroup(ctx context.Context, tx ports.Tx, gid []byte) (heldGroup, error) {
+// heldGroup reads the state a staged Welcome is compared against, and
+// whether the opt-in repair lets it replace an active forked state.
+func (r *Receiver) heldGroup(ctx context.Context, tx ports.Tx, st ports.StagedWelcome) (heldGroup, error) {
 	var hg heldGroup
+	gid := st.Group.GroupID
 	g, err := tx.Groups().Get(ctx, gid)
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
@@ -218,6 +224,13 @@ func (r *Receiver) heldGroup(ctx context.Context, tx ports.Tx, gid []byte) (held
 		return hg, err
 	}
 	hg.view = &v
+	if r.o.ReplaceForked != nil && v.Active {
+		if adder, err := adderOf(st); err == nil {
+			if hg.repair, err = r.o.ReplaceForked(ctx, tx, g, v, adder); err != nil {
+				return hg, err
+			}
+		}
+	}
 	return hg, nil
 }
 
@@ -232,6 +245,11 @@ func decideReplace(hg heldGroup, epoch uint64, treeHash []byte, anchor uint64) (
 		return true, nil // JOIN-080: a first join over a placeholder
 	}
 	cursor, v := hg.g.Cursor, hg.view
+	if hg.repair && epoch >= v.Epoch {
+		// COMP-205: a permitted readder's Welcome repairs a forked member
+		// that asked for it, whose diverged state read on past its readd.
+		return true, nil
+	}
 	if anchor < cursor {
 		return false, reject("JOIN-043", "message_cursor %d is below the stored cursor %d", anchor, cursor)
 	}
@@ -268,7 +286,7 @@ func (r *Receiver) awaitReplacement(ctx context.Context, c *candidate, hg heldGr
 		if cerr := r.o.CatchUp(ctx, g.GroupID); cerr != nil {
 			return false, local(fmt.Errorf("catch up group %x: %w", short(g.GroupID), cerr))
 		}
-		if hg, err = r.readGroup(ctx, g.GroupID); err != nil {
+		if hg, err = r.readGroup(ctx, c.staged); err != nil {
 			return false, local(err)
 		}
 		if replace, err = decideReplace(hg, g.Epoch, g.TreeHash, c.anchor); !errors.As(err, &hd) || hd.Kind != HoldRemoval {
@@ -288,9 +306,9 @@ func (r *Receiver) awaitReplacement(ctx context.Context, c *candidate, hg heldGr
 	return false, err
 }
 
-func (r *Receiver) readGroup(ctx context.Context, gid []byte) (hg heldGroup, err error) {
+func (r *Receiver) readGroup(ctx context.Context, st ports.StagedWelcome) (hg heldGroup, err error) {
 	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
-		hg, err = r.heldGroup(ctx, tx, gid)
+		hg, err = r.heldGroup(ctx, tx, st)
 		return err
 	})
 	return hg, err

@@ -30,7 +30,7 @@ func (r *Receiver) install(ctx context.Context, c *candidate) error {
 		if !first {
 			return tx.HeldWelcomes().Delete(ctx, c.held.SequenceID) // applied before
 		}
-		hg, err := r.heldGroup(ctx, tx, gid)
+		hg, err := r.heldGroup(ctx, tx, st)
 		if err != nil {
 			return err
 		}

@@ -98,6 +98,15 @@ type ReceiverOptions struct {
 	// OnWelcome is called after a Welcome is held for a new reason or
 	// rejected.
 	OnWelcome func(Outcome)
+	// ReplaceForked, when set, is asked where JOIN-042 alone would refuse
+	// a Welcome because the held state is active: true lets the Welcome
+	// replace that state, when its epoch is not less than the held one's
+	// and whatever its anchor — the opt-in repair of a forked member whose
+	// epoch secrets diverged (COMP-205, core/recovery). It runs inside the
+	// transaction that read g and held, with the Welcome's adder
+	// (JOIN-025), and again in the install transaction. Nil never lets a
+	// Welcome replace an active state.
+	ReplaceForked func(ctx context.Context, tx ports.Tx, g ports.Group, held ports.GroupView, adder ports.Member) (bool, error)
 	// OnOneshot receives a validated one-shot Welcome. An error wrapping
 	// [ErrRejected] rejects the Welcome for good; any other error keeps it
 	// for a retry. Nil rejects every one-shot Welcome.

@@ -1,0 +1,132 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/contentspb"
+)
+
+// Request sends a readd request for every conversation whose fork state
+// is forked, whose state is active and which the policy selects, unless
+// one was sent since its state was last replaced from a Welcome (FORK-050,
+// FORK-051). It returns the local failures, joined; a conversation whose
+// send failed is tried again at a later pass only when the send certainly
+// reached nobody.
+func (r *Recovery) Request(ctx context.Context) error {
+	if r.o.CommitLogDisabled {
+		return nil // every fork state reads unknown (FORK-004)
+	}
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	active := true
+	var gs []ports.Group
+	err := r.tx(ctx, func(tx ports.Tx) (err error) {
+		gs, err = tx.Groups().List(ctx, ports.GroupFilter{Active: &active})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("readd requests: %w", err)
+	}
+	var errs []error
+	for _, g := range gs {
+		if g.ForkState != ports.ForkForked || !r.o.Policy.Selects(g.ID) ||
+			(g.ConversationType != ports.ConversationGroup && g.ConversationType != ports.ConversationDM) {
+			continue
+		}
+		if err := r.request(ctx, g.ID); err != nil {
+			errs = append(errs, fmt.Errorf("readd request for %x: %w", g.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// request records the attempt, then sends it. The record comes first so
+// that a crash after the send never sends a second request (FORK-051).
+func (r *Recovery) request(ctx context.Context, groupID []byte) error {
+	now := r.o.Clock.Now()
+	var req *contentspb.ReaddRequest
+	var to []string
+	err := r.tx(ctx, func(tx ports.Tx) error {
+		req, to = nil, nil
+		g, err := tx.Groups().Get(ctx, groupID)
+		if err != nil {
+			return err
+		}
+		if !g.Active || g.ForkState != ports.ForkForked {
+			return nil
+		}
+		st, err := getReadd(ctx, tx, groupID, r.ownKey())
+		if err != nil {
+			return err
+		}
+		if st.Requested || now.Before(st.NotBefore) {
+			return nil // FORK-051, or a retry that is not due yet
+		}
+		view, err := r.o.MLS.Group(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		inboxes, err := readders(g.ConversationType, view)
+		if err != nil {
+			return err
+		}
+		delete(inboxes, r.o.Installation.InboxID) // its other installations are added with its inbox
+		latest, err := latestAccepted(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		req = &contentspb.ReaddRequest{GroupId: groupID, LatestCommitSequenceId: latest}
+		to = slices.Sorted(maps.Keys(inboxes))
+		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
+			s.Requested, s.RequestedAt, s.NotBefore, s.UpdatedAt = true, latest, time.Time{}, now
+			return nil
+		})
+	})
+	if err != nil || req == nil {
+		return err
+	}
+	msg := &contentspb.OneshotMessage{MessageType: &contentspb.OneshotMessage_ReaddRequest{ReaddRequest: req}}
+	_, err = r.o.Host.SendOneshot(ctx, msg, to...)
+	switch {
+	case err == nil:
+		r.emit(Event{Kind: RequestSent, GroupID: groupID, InstallationKey: r.ownKey(), CommitSequenceID: req.GetLatestCommitSequenceId()})
+		return nil
+	case errors.Is(err, ErrNotSent):
+		// Nobody can hold it: clear the mark and try again later.
+		retry := r.o.Clock.Now().Add(r.o.RetryDelay)
+		if cerr := r.tx(ctx, func(tx ports.Tx) error {
+			return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
+				s.Requested, s.NotBefore, s.UpdatedAt = false, retry, r.o.Clock.Now()
+				return nil
+			})
+		}); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		return err
+	}
+	// The outcome is unknown: a readder may hold it, so it is not sent
+	// again (the specification's known limitations).
+	return err
+}
+
+// latestAccepted returns the highest commit_sequence_id among the
+// conversation's accepted remote entries, 0 when there is none. Accepted
+// entries strictly increase in commit_sequence_id in topic order (the
+// first row of FORK-083's chain table holds for every accepted entry), so
+// the last one holds it.
+func latestAccepted(ctx context.Context, tx ports.Tx, groupID []byte) (uint64, error) {
+	last, err := tx.RemoteCommitLog().Last(ctx, groupID)
+	if errors.Is(err, ports.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return last.CommitSequenceID, nil
+}

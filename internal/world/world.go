@@ -1,0 +1,265 @@
+// Package world runs several regroup clients on one delivery service for
+// end-to-end tests: in-process on SQLite ("embedded"), or against a real
+// regroupd process over gRPC, on SQLite ("sqlite") or on PostgreSQL with
+// PostgreSQL client stores ("postgres"). Each member is assembled from
+// the root package's providers with its MLS engine behind a
+// [mlsfault.Engine], so a test can fork it for real, and its store,
+// transport and clock in reach.
+//
+// PostgreSQL comes from REGROUP_POSTGRES_DSN (see internal/testenv):
+// without it the "postgres" cases skip, and with CI=true they fail.
+package world
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	regroup "github.com/regroup-mls/regroup"
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/delivery"
+	"github.com/regroup-mls/regroup/internal/testenv"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/ports/mlsfault"
+)
+
+// Modes are the deployments an end-to-end case can run in.
+var Modes = []string{"embedded", "sqlite", "postgres"}
+
+// Networked are the deployments that run a regroupd process.
+var Networked = []string{"sqlite", "postgres"}
+
+// World is a set of members on one delivery service.
+type World struct {
+	T    testing.TB
+	Ctx  context.Context
+	Mode string
+	dir  string
+	svc  *delivery.Service
+	// Regroupd is the delivery service process, nil in "embedded" mode.
+	Regroupd *testenv.Regroupd
+	dsn      string
+}
+
+// Each runs fn as a subtest in each of the modes.
+func Each(t *testing.T, modes []string, fn func(t *testing.T, w *World)) {
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) { fn(t, New(t, mode)) })
+	}
+}
+
+// New starts the delivery service of mode, with 5 minutes for everything
+// the test does. Everything it starts stops when the test ends.
+func New(t testing.TB, mode string) *World { return NewFor(t, mode, 5*time.Minute) }
+
+// NewFor is New with d for everything the test does.
+func NewFor(t testing.TB, mode string, d time.Duration) *World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	w := &World{T: t, Ctx: ctx, Mode: mode, dir: t.TempDir()}
+	switch mode {
+	case "embedded":
+		svc, cleanup, err := regroup.OpenEmbeddedService(ctx, filepath.Join(w.dir, "delivery.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+		w.svc = svc
+	case "sqlite":
+		w.Regroupd = testenv.StartRegroupd(t, "sqlite")
+	case "postgres":
+		w.dsn = testenv.PostgresDSN(t)
+		w.Regroupd = testenv.StartRegroupd(t, "postgres")
+	default:
+		t.Fatalf("unknown mode %q", mode)
+	}
+	return w
+}
+
+// Config configures a member. The zero value makes a new inbox with the
+// client's default options and the system clock.
+type Config struct {
+	// RecoveryKey adds the member to the inbox of this recovery key; nil
+	// creates a new inbox.
+	RecoveryKey ed25519.PrivateKey
+	Options     *client.Options
+	Clock       ports.Clock
+	// Transport, when set, wraps the member's transport (to inject
+	// delivery failures).
+	Transport func(ports.Transport) ports.Transport
+}
+
+// Member is one installation: its client and what the client runs on.
+type Member struct {
+	W      *World
+	Name   string
+	C      *client.Client
+	Engine *mlsfault.Engine
+	Store  ports.Store
+	// Transport is what the client uses, Config.Transport's wrapper
+	// included.
+	Transport ports.Transport
+	Clock     ports.Clock
+	deps      client.Deps
+	close     func()
+}
+
+// Member makes an installation and publishes its identity and a key
+// package, so others can add it at once.
+func (w *World) Member(name string, cfg Config) *Member {
+	w.T.Helper()
+	ctx, clk := w.Ctx, regroup.ProvideClock(cfg.Clock)
+	var store ports.Store
+	var cleanup func()
+	var err error
+	if w.Mode == "postgres" {
+		store, cleanup, err = regroup.OpenPostgresStore(ctx, w.dsn, testenv.FreshSchema(w.T, w.dsn))
+	} else {
+		store, cleanup, err = regroup.OpenSQLiteStore(ctx, filepath.Join(w.dir, name, "client.db"))
+	}
+	if err != nil {
+		w.T.Fatalf("%s: %v", name, err)
+	}
+	w.T.Cleanup(cleanup)
+	in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey})
+	if err != nil {
+		w.T.Fatalf("%s: %v", name, err)
+	}
+	inner, err := regroup.ProvideEngine(in)
+	if err != nil {
+		w.T.Fatalf("%s: %v", name, err)
+	}
+	var tr ports.Transport
+	if w.Mode == "embedded" {
+		tr = regroup.ProvideMemTransport(w.svc, in)
+	} else {
+		var closeTr func()
+		if tr, closeTr, err = regroup.DialTransport(w.Regroupd.Addr, nil, in); err != nil {
+			w.T.Fatalf("%s: %v", name, err)
+		}
+		w.T.Cleanup(closeTr)
+	}
+	if cfg.Transport != nil {
+		tr = cfg.Transport(tr)
+	}
+	id, err := regroup.ProvideResolver(store, tr, clk)
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	reg, err := regroup.ProvideAlgorithms()
+	if err != nil {
+		w.T.Fatal(err)
+	}
+	eng := mlsfault.Wrap(inner)
+	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk,
+		deps: client.Deps{Store: store, MLS: eng, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
+	m.start(cfg.Options)
+	return m
+}
+
+func (m *Member) start(opts *client.Options) {
+	m.W.T.Helper()
+	c, cleanup, err := regroup.ProvideClient(m.W.Ctx, m.deps, opts)
+	if err != nil {
+		m.W.T.Fatalf("%s: %v", m.Name, err)
+	}
+	m.C, m.close = c, sync.OnceFunc(cleanup)
+	m.W.T.Cleanup(m.close)
+}
+
+// Restart closes the member's client and builds a new one on the same
+// store, engine and transport with opts, as an app restarted with new
+// options does.
+func (m *Member) Restart(opts *client.Options) {
+	m.W.T.Helper()
+	m.close()
+	m.start(opts)
+}
+
+// Sync runs one SyncAll and fails the test on error.
+func (m *Member) Sync() {
+	m.W.T.Helper()
+	if err := m.C.SyncAll(m.W.Ctx); err != nil {
+		m.W.T.Fatalf("%s: sync: %v", m.Name, err)
+	}
+}
+
+// Conv returns the member's conversation, failing the test when it has
+// none.
+func (m *Member) Conv(id []byte) *client.Conversation {
+	m.W.T.Helper()
+	cv, err := m.C.Conversation(m.W.Ctx, id)
+	if err != nil {
+		m.W.T.Fatalf("%s: conversation %x: %v", m.Name, id, err)
+	}
+	return cv
+}
+
+// Info returns the member's record and metadata of the conversation.
+func (m *Member) Info(id []byte) client.Info {
+	m.W.T.Helper()
+	info, err := m.Conv(id).Info(m.W.Ctx)
+	if err != nil {
+		m.W.T.Fatalf("%s: info: %v", m.Name, err)
+	}
+	return info
+}
+
+// ForkState returns the member's fork state of the conversation.
+func (m *Member) ForkState(id []byte) ports.ForkState {
+	m.W.T.Helper()
+	st, err := m.Conv(id).ForkState(m.W.Ctx)
+	if err != nil {
+		m.W.T.Fatalf("%s: fork state: %v", m.Name, err)
+	}
+	return st.State
+}
+
+// Tx runs fn in one transaction of the member's store, failing the test
+// on error.
+func (m *Member) Tx(fn func(tx ports.Tx) error) {
+	m.W.T.Helper()
+	if err := m.Store.Tx(m.W.Ctx, fn); err != nil {
+		m.W.T.Fatalf("%s: %v", m.Name, err)
+	}
+}
+
+// SyncAll syncs every member twice, in order, so that what one member's
+// pass publishes reaches every other within the call.
+func SyncAll(ms ...*Member) {
+	Round(ms...)
+	Round(ms...)
+}
+
+// Round syncs every member once, in order.
+func Round(ms ...*Member) {
+	for _, m := range ms {
+		m.Sync()
+	}
+}
+
+// Agree fails the test unless every member holds the group active at the
+// same epoch and epoch authenticator.
+func Agree(t testing.TB, id []byte, ms ...*Member) {
+	t.Helper()
+	first := ms[0].Info(id)
+	for _, m := range ms {
+		got := m.Info(id)
+		if !got.Active || got.Epoch != first.Epoch || !bytes.Equal(got.EpochAuthenticator, first.EpochAuthenticator) {
+			t.Fatalf("%s at epoch %d (%x, active %v), %s at epoch %d (%x, active %v)", ms[0].Name, first.Epoch, short(first.EpochAuthenticator),
+				first.Active, m.Name, got.Epoch, short(got.EpochAuthenticator), got.Active)
+		}
+	}
+}
+
+func short(b []byte) []byte {
+	if len(b) > 4 {
+		return b[:4]
+	}
+	return b
+}
