@@ -126,11 +126,10 @@ func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder 
 		if len(opts.Add) == 0 {
 			return ports.CommitOptions{}, nil, fmt.Errorf("add: every installation is already a member: %w", ports.ErrAlreadyExists)
 		}
-		ext, err := d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem)).Extension()
+		opts.GroupContextExtensions, err = d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem)).Apply(view.Extensions)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		opts.GroupContextExtensions = replaceExtension(view.Extensions, ext)
 		return opts, recipients, nil
 	}
 }
@@ -200,11 +199,9 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 			d = d.Set(metadata.ComponentSuperAdminList, metadata.EncodeInboxList(without(r.superAdmins, inboxes))).
 				Set(metadata.ComponentAdminList, metadata.EncodeInboxList(without(r.admins, inboxes)))
 		}
-		ext, err := d.Extension()
-		if err != nil {
+		if opts.GroupContextExtensions, err = d.Apply(view.Extensions); err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		opts.GroupContextExtensions = replaceExtension(view.Extensions, ext)
 		return opts, nil, nil
 	})
 	return err
@@ -212,26 +209,6 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 
 func without(list, drop []string) []string {
 	return slices.DeleteFunc(slices.Clone(list), func(s string) bool { return slices.Contains(drop, s) })
-}
-
-// replaceExtension returns exts with the extension of e's type replaced
-// by e (or e appended).
-func replaceExtension(exts []ports.Extension, e ports.Extension) []ports.Extension {
-	out := make([]ports.Extension, 0, len(exts)+1)
-	done := false
-	for _, x := range exts {
-		if x.Type == e.Type {
-			if !done {
-				out, done = append(out, e), true
-			}
-			continue
-		}
-		out = append(out, x)
-	}
-	if !done {
-		out = append(out, e)
-	}
-	return out
 }
 
 // view returns the conversation's current MLS state.

@@ -120,11 +120,11 @@ func (cv *Conversation) updateMetadata(ctx context.Context, fn func(metadata.Dic
 		if d, err = fn(d, r); err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		ext, err := d.Extension()
+		exts, err := d.Apply(view.Extensions)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		return ports.CommitOptions{GroupContextExtensions: replaceExtension(view.Extensions, ext)}, nil, nil
+		return ports.CommitOptions{GroupContextExtensions: exts}, nil, nil
 	})
 	return err
 }

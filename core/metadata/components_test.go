@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
 
@@ -77,5 +78,25 @@ func TestVersionCompare(t *testing.T) {
 func TestDMIDIsSymmetric(t *testing.T) {
 	if DMID("b", "a") != "dm:a:b" || DMID("a", "b") != "dm:a:b" {
 		t.Errorf("DMID = %q, %q", DMID("b", "a"), DMID("a", "b"))
+	}
+}
+
+// Apply replaces the app_data_dictionary in place, keeps every other
+// extension where it was, and appends the dictionary when there is none.
+func TestApplyReplacesInPlace(t *testing.T) {
+	d := Dictionary{}.Set(ComponentName, []byte("n"))
+	want, _ := d.Extension()
+	other := ports.Extension{Type: 0x000a, Data: []byte{1}}
+	old := ports.Extension{Type: ExtensionAppDataDictionary, Data: []byte{0}}
+	got, err := d.Apply([]ports.Extension{other, old, {Type: 0x000b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Type != 0x000a || got[2].Type != 0x000b || string(got[1].Data) != string(want.Data) {
+		t.Fatalf("Apply = %+v", got)
+	}
+	got, _ = d.Apply([]ports.Extension{other})
+	if len(got) != 2 || got[1].Type != ExtensionAppDataDictionary {
+		t.Fatalf("Apply without a dictionary = %+v; want it appended", got)
 	}
 }

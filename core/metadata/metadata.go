@@ -172,6 +172,30 @@ func (d Dictionary) Extension() (ports.Extension, error) {
 	return ports.Extension{Type: ExtensionAppDataDictionary, Data: data}, nil
 }
 
+// Apply returns exts with its app_data_dictionary extension replaced by d,
+// or d appended when there is none; the other extensions keep their
+// places. It is how a commit changes a group's metadata.
+func (d Dictionary) Apply(exts []ports.Extension) ([]ports.Extension, error) {
+	e, err := d.Extension()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.Extension, 0, len(exts)+1)
+	done := false
+	for _, x := range exts {
+		switch {
+		case x.Type != e.Type:
+			out = append(out, x)
+		case !done:
+			out, done = append(out, e), true
+		}
+	}
+	if !done {
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // ConversationType returns the 0xBFFF component.
 func (d Dictionary) ConversationType() (ports.ConversationType, error) {
 	data, ok := d.Get(ComponentConversationType)

@@ -340,11 +340,11 @@ func (r *Recovery) raiseVersion(ctx context.Context, gid []byte) error {
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		ext, err := d.Set(metadata.ComponentMinProtocol, []byte(ReaddVersion.String())).Extension()
+		exts, err := d.Set(metadata.ComponentMinProtocol, []byte(ReaddVersion.String())).Apply(view.Extensions)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
-		return ports.CommitOptions{GroupContextExtensions: withExtension(view.Extensions, ext)}, nil, nil
+		return ports.CommitOptions{GroupContextExtensions: exts}, nil, nil
 	})
 	if errors.Is(err, raised) {
 		return nil
@@ -364,22 +364,4 @@ func belowReaddVersion(view ports.GroupView) bool {
 	}
 	v, ok, err := d.MinProtocolVersion()
 	return err != nil || !ok || v.Compare(ReaddVersion) < 0
-}
-
-// withExtension returns exts with the extension of e's type replaced by
-// e, or e appended.
-func withExtension(exts []ports.Extension, e ports.Extension) []ports.Extension {
-	out := make([]ports.Extension, 0, len(exts)+1)
-	done := false
-	for _, x := range exts {
-		if x.Type != e.Type {
-			out = append(out, x)
-		} else if !done {
-			out, done = append(out, e), true
-		}
-	}
-	if !done {
-		out = append(out, e)
-	}
-	return out
 }
