@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -46,6 +47,68 @@ func (c *Client) resolveInbox(ctx context.Context, inbox string) (ports.Associat
 		return ports.AssociationState{}, fmt.Errorf("identity of %s: %w", inbox, err)
 	}
 	return st, nil
+}
+
+// resolveInboxes resolves several inboxes as resolveInbox does: the newest
+// identity sequence id of each, asked of the delivery service a few at a
+// time, then every association state in one call when the resolver can
+// batch (ports.BatchIdentity). The states come back in the inboxes' order;
+// the first inbox that cannot be resolved fails the call.
+func (c *Client) resolveInboxes(ctx context.Context, inboxes []string) ([]ports.AssociationState, error) {
+	batch, ok := c.deps.Identity.(ports.BatchIdentity)
+	if !ok || len(inboxes) < 2 {
+		out := make([]ports.AssociationState, len(inboxes))
+		for i, inbox := range inboxes {
+			st, err := c.resolveInbox(ctx, inbox)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = st
+		}
+		return out, nil
+	}
+	reqs := make([]ports.IdentityRequest, len(inboxes))
+	errs := make([]error, len(inboxes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, inbox := range inboxes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			reqs[i].InboxID = inbox
+			topic, err := identityTopic(inbox)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			seq, err := c.deps.Transport.HighestSequenceID(ctx, topic)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("identity of %s: %w", inbox, err)
+			case seq == 0:
+				errs[i] = fmt.Errorf("identity of %s: no identity update: %w", inbox, ports.ErrNotFound)
+			}
+			reqs[i].SequenceID = seq
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	res, err := batch.AssociationStates(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ports.AssociationState, len(inboxes))
+	for i, r := range res {
+		if r.Err != nil {
+			return nil, fmt.Errorf("identity of %s: %w", inboxes[i], r.Err)
+		}
+		out[i] = r.State
+	}
+	return out, nil
 }
 
 // ownAssociation returns this inbox's newest association state, which must

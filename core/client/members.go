@@ -28,14 +28,15 @@ type candidate struct {
 // passes, and that has none in the group yet, fails with
 // [ErrNoInstallations].
 func (c *Client) resolveForAdd(ctx context.Context, inboxes []string, present map[string]bool) ([]candidate, error) {
+	states, err := c.resolveInboxes(ctx, inboxes)
+	if err != nil {
+		return nil, fmt.Errorf("add: %w", err)
+	}
 	v := keypackage.Validator{Engine: c.deps.MLS, Wrappers: c.deps.Algorithms}
+	packages, errs := v.FetchInboxes(ctx, c.deps.Transport, states, c.deps.Clock.Now())
 	var out []candidate
-	for _, inbox := range inboxes {
-		st, err := c.resolveInbox(ctx, inbox)
-		if err != nil {
-			return nil, fmt.Errorf("add %s: %w", inbox, err)
-		}
-		pk, err := v.FetchInbox(ctx, c.deps.Transport, st, c.deps.Clock.Now())
+	for i, inbox := range inboxes {
+		st, pk, err := states[i], packages[i], errs[i]
 		if err != nil && !errors.Is(err, keypackage.ErrNoUsableInstallation) {
 			return nil, fmt.Errorf("add %s: %w", inbox, err)
 		}
