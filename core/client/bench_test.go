@@ -16,6 +16,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/keypackage"
+	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -26,24 +27,24 @@ import (
 // Encrypt + Process of the same messages in memory, measured in the same
 // run. One op is one message sent and received.
 func BenchmarkMessages(b *testing.B) {
-	w := newWorld(b, "embedded")
-	alice, bob := w.newMember("alice", nil), w.newMember("bob", nil)
-	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+	w := world.New(b, "embedded")
+	alice, bob := newMember(w, "alice", nil), newMember(w, "bob", nil)
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	bob.sync()
-	bobConv := bob.conv(g.ID())
+	bob.Sync()
+	bobConv := bob.Conv(g.ID())
 	payload := []byte(strings.Repeat("x", 256))
 	ref := rawMessageCost(b, 200, payload)
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if _, err := g.Send(w.ctx, payload); err != nil {
+		if _, err := g.Send(w.Ctx, payload); err != nil {
 			b.Fatal(err)
 		}
 		if (i+1)%50 == 0 || i == b.N-1 {
-			if err := bobConv.Sync(w.ctx); err != nil {
+			if err := bobConv.Sync(w.Ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -178,29 +179,29 @@ func (m memBlobs) Keys(_ context.Context, ns, prefix string) ([]string, error) {
 // once and processing it 99 times on one core.
 func BenchmarkCommitToEveryMember(b *testing.B) {
 	const n = 100
-	w := newWorld(b, "sqlite")
-	ms := make([]*member, n)
+	w := world.New(b, "sqlite")
+	ms := make([]*world.Member, n)
 	var others []string
 	for i := range ms {
-		ms[i] = w.newMember(fmt.Sprintf("m%03d", i), nil)
+		ms[i] = newMember(w, fmt.Sprintf("m%03d", i), nil)
 		if i > 0 {
-			others = append(others, ms[i].c.InboxID())
+			others = append(others, ms[i].C.InboxID())
 		}
 	}
-	g, err := ms[0].c.CreateGroup(w.ctx, client.GroupOptions{Members: others})
+	g, err := ms[0].C.CreateGroup(w.Ctx, client.GroupOptions{Members: others})
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, m := range ms {
-		m.sync()
+		m.Sync()
 	}
 	renamed := make(chan int, n*4)
 	for i, m := range ms {
-		if err := m.c.Start(w.ctx); err != nil {
+		if err := m.C.Start(w.Ctx); err != nil {
 			b.Fatal(err)
 		}
-		go func(i int, m *member) {
-			for ev := range m.c.Events() {
+		go func(i int, m *world.Member) {
+			for ev := range m.C.Events() {
 				if e, ok := ev.(client.MetadataEvent); ok && bytes.Equal(e.GroupID, g.ID()) {
 					renamed <- i
 				}
@@ -211,7 +212,7 @@ func BenchmarkCommitToEveryMember(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for it := 0; it < b.N; it++ {
-		if err := g.SetName(w.ctx, fmt.Sprintf("name %d", it)); err != nil {
+		if err := g.SetName(w.Ctx, fmt.Sprintf("name %d", it)); err != nil {
 			b.Fatal(err)
 		}
 		seen := map[int]bool{}
@@ -219,7 +220,7 @@ func BenchmarkCommitToEveryMember(b *testing.B) {
 			select {
 			case i := <-renamed:
 				seen[i] = true
-			case <-w.ctx.Done():
+			case <-w.Ctx.Done():
 				b.Fatalf("%d of %d members applied the rename", len(seen), n)
 			}
 		}

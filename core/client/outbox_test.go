@@ -9,6 +9,7 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -43,39 +44,39 @@ func (l *lossy) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) (
 func TestCOMP188_UnconfirmedSendIsRepublished(t *testing.T) {
 	for _, afterStoring := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stored-%v", afterStoring), func(t *testing.T) {
-			w := newWorld(t, "embedded")
+			w := world.New(t, "embedded")
 			clk := clock.NewFake(time.Now())
 			tr := &lossy{afterStoring: afterStoring}
-			alice := w.newHandlesWith("alice", clk, func(inner ports.Transport) ports.Transport {
+			alice := w.Member("alice", world.Config{Clock: clk, Transport: func(inner ports.Transport) ports.Transport {
 				tr.Transport = inner
 				return tr
-			})
-			bob := w.newMember("bob", nil)
-			g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+			}})
+			bob := newMember(w, "bob", nil)
+			g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			bob.sync()
+			bob.Sync()
 			tr.failing.Store(true)
-			if _, err := g.Send(w.ctx, []byte("in doubt")); err == nil {
+			if _, err := g.Send(w.Ctx, []byte("in doubt")); err == nil {
 				t.Fatal("send succeeded through a failing transport")
 			}
 			tr.failing.Store(false)
-			alice.sync() // too early: nothing is resent before the grace period
+			alice.Sync() // too early: nothing is resent before the grace period
 			if !afterStoring {
-				bob.sync()
+				bob.Sync()
 				if got := texts(t, bob, g.ID()); len(got) != 0 {
 					t.Fatalf("bob holds %q before the grace period ended", got)
 				}
 			}
 			clk.Advance(time.Minute)
-			alice.sync()
-			alice.sync()
-			bob.sync()
+			alice.Sync()
+			alice.Sync()
+			bob.Sync()
 			if got := texts(t, bob, g.ID()); len(got) != 1 || got[0] != "in doubt" {
 				t.Fatalf("bob holds %q, want the message once", got)
 			}
-			msgs, err := g.Messages(w.ctx, 0, 0)
+			msgs, err := g.Messages(w.Ctx, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -31,37 +32,37 @@ func propertySeeds() int {
 func TestPropertyHonestRunsNeverFork(t *testing.T) {
 	for run := 0; run < propertySeeds(); run++ {
 		seed := uint64(time.Now().UnixNano()) + uint64(run)
-		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { honestRun(t, newWorld(t, "embedded"), seed) })
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { honestRun(t, world.New(t, "embedded"), seed) })
 	}
 }
 
-func honestRun(t *testing.T, w *world, seed uint64) {
+func honestRun(t *testing.T, w *world.World, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed>>1))
 	// Inbox A (the creator's, super admin) has two installations; B has
 	// one or two; C and D one each. 3 to 8 installations take part.
-	a1 := w.newMember("a1", nil)
-	ms := []*member{a1}
+	a1 := newMember(w, "a1", nil)
+	ms := []*world.Member{a1}
 	if rng.IntN(2) == 0 {
-		ms = append(ms, w.newMember("a2", a1.c.Identity().RecoveryKey))
+		ms = append(ms, newMember(w, "a2", a1.C.Identity().RecoveryKey))
 	}
-	b1 := w.newMember("b1", nil)
+	b1 := newMember(w, "b1", nil)
 	ms = append(ms, b1)
 	if rng.IntN(2) == 0 {
-		ms = append(ms, w.newMember("b2", b1.c.Identity().RecoveryKey))
+		ms = append(ms, newMember(w, "b2", b1.C.Identity().RecoveryKey))
 	}
 	for _, n := range []string{"c", "d", "e", "f"}[:1+rng.IntN(4)] {
-		ms = append(ms, w.newMember(n, nil))
+		ms = append(ms, newMember(w, n, nil))
 	}
 	if len(ms) > 8 {
 		ms = ms[:8]
 	}
 	inboxes := map[string]bool{}
 	for _, m := range ms {
-		inboxes[m.c.InboxID()] = true
+		inboxes[m.C.InboxID()] = true
 	}
 	var others []string
 	for inbox := range inboxes {
-		if inbox != a1.c.InboxID() {
+		if inbox != a1.C.InboxID() {
 			others = append(others, inbox)
 		}
 	}
@@ -71,21 +72,21 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 	joinEpoch := map[string]uint64{} // member -> first epoch of its newest membership
 	var readers sync.WaitGroup
 	for _, m := range ms {
-		if err := m.c.Start(w.ctx); err != nil {
+		if err := m.C.Start(w.Ctx); err != nil {
 			t.Fatal(err)
 		}
 		readers.Add(1)
-		go func(m *member) {
+		go func(m *world.Member) {
 			defer readers.Done()
-			for ev := range m.c.Events() {
+			for ev := range m.C.Events() {
 				switch e := ev.(type) {
 				case client.ForkStateEvent:
 					if e.State == ports.ForkForked {
-						forkedEvents <- m.name
+						forkedEvents <- m.Name
 					}
 				case client.JoinedEvent:
 					joinMu.Lock()
-					joinEpoch[m.name] = e.Epoch
+					joinEpoch[m.Name] = e.Epoch
 					joinMu.Unlock()
 				case client.CommitRejectedEvent:
 					if e.Result == ports.CommitResultWrongEpoch {
@@ -97,7 +98,7 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 			}
 		}(m)
 	}
-	g, err := a1.c.CreateGroup(w.ctx, client.GroupOptions{Members: others[:1]})
+	g, err := a1.C.CreateGroup(w.Ctx, client.GroupOptions{Members: others[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,16 +119,16 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 	var wg sync.WaitGroup
 	for i, m := range ms {
 		wg.Add(1)
-		go func(i int, m *member) {
+		go func(i int, m *world.Member) {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(seed, uint64(i)))
 			for op := 0; op < 16; op++ {
 				time.Sleep(time.Duration(r.IntN(80)) * time.Millisecond)
-				cv, err := m.c.Conversation(w.ctx, id)
+				cv, err := m.C.Conversation(w.Ctx, id)
 				if err != nil {
 					continue // not joined yet
 				}
-				info, err := cv.Info(w.ctx)
+				info, err := cv.Info(w.Ctx)
 				if err != nil || !info.Active {
 					continue
 				}
@@ -135,9 +136,9 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 				switch k := r.IntN(10); {
 				case k < 6:
 					what = "send"
-					text := fmt.Sprintf("%s-%d", m.name, op)
-					if _, err = cv.Send(w.ctx, []byte(text)); err == nil {
-						msgs, _ := cv.Messages(w.ctx, 0, 0)
+					text := fmt.Sprintf("%s-%d", m.Name, op)
+					if _, err = cv.Send(w.Ctx, []byte(text)); err == nil {
+						msgs, _ := cv.Messages(w.Ctx, 0, 0)
 						for _, msg := range msgs {
 							if string(msg.Content) == text {
 								sentMu.Lock()
@@ -147,17 +148,17 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 						}
 					}
 				case k < 8:
-					what, err = "update", cv.UpdateKeys(w.ctx)
-				case m.c.InboxID() == a1.c.InboxID() && k == 8:
-					what, err = "remove", cv.RemoveMembers(w.ctx, others[r.IntN(len(others))])
-				case m.c.InboxID() == a1.c.InboxID():
-					what, err = "add", cv.AddMembers(w.ctx, others[r.IntN(len(others))])
+					what, err = "update", cv.UpdateKeys(w.Ctx)
+				case m.C.InboxID() == a1.C.InboxID() && k == 8:
+					what, err = "remove", cv.RemoveMembers(w.Ctx, others[r.IntN(len(others))])
+				case m.C.InboxID() == a1.C.InboxID():
+					what, err = "add", cv.AddMembers(w.Ctx, others[r.IntN(len(others))])
 				default:
-					what, err = "update", cv.UpdateKeys(w.ctx)
+					what, err = "update", cv.UpdateKeys(w.Ctx)
 				}
 				count(what, err)
 				if err != nil && !expected(err) {
-					t.Errorf("%s op %d: %v", m.name, op, err)
+					t.Errorf("%s op %d: %v", m.Name, op, err)
 				}
 			}
 		}(i, m)
@@ -173,32 +174,32 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 	// compare, and logs are exchanged.
 	syncAll(ms...)
 	for _, m := range ms {
-		if cv, err := m.c.Conversation(w.ctx, id); err == nil {
-			if err := cv.SetConsent(w.ctx, ports.ConsentAllowed); err != nil {
+		if cv, err := m.C.Conversation(w.Ctx, id); err == nil {
+			if err := cv.SetConsent(w.Ctx, ports.ConsentAllowed); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if err := g.UpdateKeys(w.ctx); err != nil {
+	if err := g.UpdateKeys(w.Ctx); err != nil {
 		t.Fatal(err)
 	}
 	syncAll(ms...)
-	var active []*member
+	var active []*world.Member
 	for _, m := range ms {
-		if cv, err := m.c.Conversation(w.ctx, id); err == nil {
-			if info, _ := cv.Info(w.ctx); info.Active {
+		if cv, err := m.C.Conversation(w.Ctx, id); err == nil {
+			if info, _ := cv.Info(w.Ctx); info.Active {
 				active = append(active, m)
 			}
 		}
 	}
-	agree(t, id, active...)
+	world.Agree(t, id, active...)
 	for _, m := range active {
-		st, err := m.conv(id).ForkState(w.ctx)
+		st, err := m.Conv(id).ForkState(w.Ctx)
 		if err != nil || st.State != ports.ForkNotForked || st.MaybeForked {
-			t.Errorf("%s: fork state %+v, %v; want not forked", m.name, st, err)
+			t.Errorf("%s: fork state %+v, %v; want not forked", m.Name, st, err)
 		}
 		joinMu.Lock()
-		joined := joinEpoch[m.name] // the creator's is 0
+		joined := joinEpoch[m.Name] // the creator's is 0
 		joinMu.Unlock()
 		have := map[string]bool{}
 		for _, s := range texts(t, m, id) {
@@ -208,12 +209,12 @@ func honestRun(t *testing.T, w *world, seed uint64) {
 		// removal ends the membership, a re-add starts a new one.
 		for text, epoch := range sent {
 			if epoch >= joined && !have[text] {
-				t.Errorf("%s (joined at epoch %d) misses %q sent at epoch %d", m.name, joined, text, epoch)
+				t.Errorf("%s (joined at epoch %d) misses %q sent at epoch %d", m.Name, joined, text, epoch)
 			}
 		}
 	}
 	for _, m := range ms {
-		m.close()
+		m.Close()
 	}
 	readers.Wait()
 	t.Logf("%d commits lost a race", len(raced))

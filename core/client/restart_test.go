@@ -6,13 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	regroup "github.com/regroup-mls/regroup"
 	"github.com/regroup-mls/regroup/adapters/sqlite"
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -32,35 +32,35 @@ func TestPROC008_RestartAnywhereResumes(t *testing.T) {
 		restartChild(t, path, os.Getenv(envChildServer))
 		return
 	}
-	w := newWorld(t, "sqlite")
-	alice := w.newMember("alice", nil)
-	bobPath := filepath.Join(w.dir, "bob", "client.db")
-	bob := w.newMember("bob", nil)
-	g, err := alice.c.CreateGroup(w.ctx, client.GroupOptions{Members: []string{bob.c.InboxID()}})
+	w := world.New(t, "sqlite")
+	alice := newMember(w, "alice", nil)
+	bob := newMember(w, "bob", nil)
+	bobPath := bob.Path
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bob.sync()
-	bobInbox := bob.c.InboxID()
-	bob.close()
+	bob.Sync()
+	bobInbox := bob.C.InboxID()
+	bob.Close()
 	// Each round alice sends more messages and the child, processing
 	// them, is killed after a growing delay, until a kill has landed while
 	// it was part way through.
 	sentTotal, held, midway := 0, 0, false
 	for round := 0; round < 15 && !(midway && round >= 2); round++ {
 		for i := 0; i < 60; i++ {
-			if _, err := g.Send(w.ctx, []byte(fmt.Sprintf("m%04d", sentTotal))); err != nil {
+			if _, err := g.Send(w.Ctx, []byte(fmt.Sprintf("m%04d", sentTotal))); err != nil {
 				t.Fatal(err)
 			}
 			sentTotal++
 			if sentTotal%25 == 10 {
-				if err := g.UpdateKeys(w.ctx); err != nil {
+				if err := g.UpdateKeys(w.Ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestPROC008_RestartAnywhereResumes$")
-		cmd.Env = append(os.Environ(), envChildStore+"="+bobPath, envChildServer+"="+w.rd.Addr)
+		cmd.Env = append(os.Environ(), envChildStore+"="+bobPath, envChildServer+"="+w.Regroupd.Addr)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -81,18 +81,14 @@ func TestPROC008_RestartAnywhereResumes(t *testing.T) {
 		t.Fatal("no kill landed while the child was part way through the topic")
 	}
 	messages := sentTotal
-	// The last restart finishes the work.
-	c, cleanup, err := regroup.NewNetworked(w.ctx, regroup.NetworkedConfig{Server: w.rd.Addr, SQLitePath: bobPath})
-	if err != nil {
-		t.Fatal(err)
+	// The last restart finishes the work: the world's member "bob" again,
+	// on the same store.
+	bob2 := newMember(w, "bob", nil)
+	if bob2.C.InboxID() != bobInbox {
+		t.Fatalf("reopened store is inbox %s, want %s", bob2.C.InboxID(), bobInbox)
 	}
-	defer cleanup()
-	if c.InboxID() != bobInbox {
-		t.Fatalf("reopened store is inbox %s, want %s", c.InboxID(), bobInbox)
-	}
-	bob2 := &member{w: w, name: "bob", c: c}
-	bob2.sync()
-	agree(t, g.ID(), alice, bob2)
+	bob2.Sync()
+	world.Agree(t, g.ID(), alice, bob2)
 	got := texts(t, bob2, g.ID())
 	if len(got) != messages {
 		t.Fatalf("bob holds %d messages, want %d", len(got), messages)

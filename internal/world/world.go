@@ -92,6 +92,11 @@ type Config struct {
 	// Transport, when set, wraps the member's transport (to inject
 	// delivery failures).
 	Transport func(ports.Transport) ports.Transport
+	// Injector builds the member through the root package's injector of
+	// the mode (NewEmbedded, or NewNetworked), as an app does, instead of
+	// from the providers: the member then has no Engine, Store or
+	// Transport in reach, and Clock and Transport above are ignored.
+	Injector bool
 }
 
 // Member is one installation: its client and what the client runs on.
@@ -105,22 +110,29 @@ type Member struct {
 	// included.
 	Transport ports.Transport
 	Clock     ports.Clock
-	deps      client.Deps
-	close     func()
+	// Path is the member's SQLite file, empty on PostgreSQL.
+	Path  string
+	deps  client.Deps
+	close func()
 }
 
 // Member makes an installation and publishes its identity and a key
 // package, so others can add it at once.
 func (w *World) Member(name string, cfg Config) *Member {
 	w.T.Helper()
+	if cfg.Injector {
+		return w.injected(name, cfg)
+	}
 	ctx, clk := w.Ctx, regroup.ProvideClock(cfg.Clock)
 	var store ports.Store
 	var cleanup func()
 	var err error
+	path := ""
 	if w.Mode == "postgres" {
 		store, cleanup, err = regroup.OpenPostgresStore(ctx, w.dsn, testenv.FreshSchema(w.T, w.dsn))
 	} else {
-		store, cleanup, err = regroup.OpenSQLiteStore(ctx, filepath.Join(w.dir, name, "client.db"))
+		path = filepath.Join(w.dir, name, "client.db")
+		store, cleanup, err = regroup.OpenSQLiteStore(ctx, path)
 	}
 	if err != nil {
 		w.T.Fatalf("%s: %v", name, err)
@@ -156,11 +168,46 @@ func (w *World) Member(name string, cfg Config) *Member {
 		w.T.Fatal(err)
 	}
 	eng := mlsfault.Wrap(inner)
-	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk,
+	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk, Path: path,
 		deps: client.Deps{Store: store, MLS: eng, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
 	m.start(cfg.Options)
 	return m
 }
+
+// injected builds a member through the mode's injector.
+func (w *World) injected(name string, cfg Config) *Member {
+	w.T.Helper()
+	id := regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey}
+	m := &Member{W: w, Name: name}
+	var c *client.Client
+	var cleanup func()
+	var err error
+	switch w.Mode {
+	case "embedded":
+		m.Path = filepath.Join(w.dir, name, "client.db")
+		c, cleanup, err = regroup.NewEmbedded(w.Ctx, regroup.EmbeddedConfig{Dir: filepath.Dir(m.Path), Service: w.svc,
+			Identity: id, Options: cfg.Options})
+	default:
+		nc := regroup.NetworkedConfig{Server: w.Regroupd.Addr, Identity: id, Options: cfg.Options}
+		if w.Mode == "postgres" {
+			nc.PostgresDSN, nc.PostgresSchema = w.dsn, testenv.FreshSchema(w.T, w.dsn)
+		} else {
+			m.Path = filepath.Join(w.dir, name, "client.db")
+			nc.SQLitePath = m.Path
+		}
+		c, cleanup, err = regroup.NewNetworked(w.Ctx, nc)
+	}
+	if err != nil {
+		w.T.Fatalf("%s: %v", name, err)
+	}
+	m.C, m.close = c, sync.OnceFunc(cleanup)
+	w.T.Cleanup(m.close)
+	return m
+}
+
+// Close closes the member's client and what was built for it; the test's
+// end does it too, once.
+func (m *Member) Close() { m.close() }
 
 func (m *Member) start(opts *client.Options) {
 	m.W.T.Helper()
