@@ -26,7 +26,8 @@ const (
 // topics resumes, after a restart, where it stopped: every message is
 // stored exactly once, and it ends at the same epoch and epoch
 // authenticator as the group. The child process processes bob's topics in
-// a loop until the parent kills it at a random moment, four times over.
+// a loop until the parent kills it, round after round, until a kill has
+// landed part way through the topic.
 func TestPROC008_RestartAnywhereResumes(t *testing.T) {
 	if path := os.Getenv(envChildStore); path != "" {
 		restartChild(t, path, os.Getenv(envChildServer))
