@@ -1,0 +1,48 @@
+// Command regroup is regroup's command-line client: a one-command demo of
+// a group that forks and is repaired, and the commands a user runs against
+// a regroupd.
+//
+//	regroup demo [--members N] [--postgres DSN] [--server ADDR]
+//	regroup help
+//
+// Run `regroup help` for every command and the meaning of the exit codes.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes. Every command returns one of these; scripts may rely on them.
+const (
+	// exitOK: the command did what was asked.
+	exitOK = 0
+	// exitFailure: the command ran and failed (for the demo: an expected
+	// outcome did not happen).
+	exitFailure = 1
+	// exitUsage: the command line is wrong; nothing was done.
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command of args and returns its exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "regroup: no command; run `regroup help` for the list, or `regroup demo` to see regroup work")
+		return exitUsage
+	}
+	if args[0] == "demo" {
+		return runDemo(ctx, args[1:], stdout, stderr)
+	}
+	return runCLI(ctx, args, stdout, stderr)
+}
