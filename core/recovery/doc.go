@@ -47,8 +47,8 @@
 // repair Welcome. With Policy.RepairDiverged, [Recovery.RepairForked]
 // lets such a Welcome replace the state of a forked conversation when
 // this installation asked to be readded and the Welcome's adder is a
-// permitted readder in its own view of the group (docs/companion-spec.md
-// §17 gives the security argument).
+// permitted readder in its own view of the group (COMP-205 in
+// docs/companion-spec.md gives the security argument).
 //
 // # Errors
 //
