@@ -61,6 +61,7 @@ func checkRepaired(t *testing.T, members int, code int, doc demoDoc, stderr stri
 // and the two faults that diverge the epoch secrets, repaired under
 // COMP-205.
 func TestDemoEmbedded(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args    []string
 		members int
@@ -70,6 +71,7 @@ func TestDemoEmbedded(t *testing.T) {
 		{[]string{"--fault", mlsfault.DivergeAfterMerge.String(), "--members", "2"}, 2},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
 			code, doc, stderr := demoJSON(t, tc.args...)
 			checkRepaired(t, tc.members, code, doc, stderr)
 			if doc.Backend != "embedded" {
@@ -81,6 +83,7 @@ func TestDemoEmbedded(t *testing.T) {
 
 // The text output names every step and ends with the tables.
 func TestDemoText(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	if code := runDemo(context.Background(), []string{"--members", "2"}, &stdout, &stderr); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -95,6 +98,7 @@ func TestDemoText(t *testing.T) {
 
 // Every member on a running regroupd over gRPC.
 func TestDemoServer(t *testing.T) {
+	t.Parallel()
 	r := testenv.StartRegroupd(t, "sqlite")
 	code, doc, stderr := demoJSON(t, "--server", r.Addr, "--members", "3")
 	checkRepaired(t, 3, code, doc, stderr)
@@ -105,6 +109,7 @@ func TestDemoServer(t *testing.T) {
 
 // The delivery service and every member's store on PostgreSQL.
 func TestDemoPostgres(t *testing.T) {
+	t.Parallel()
 	dsn := testenv.PostgresDSN(t)
 	code, doc, stderr := demoJSON(t, "--postgres", dsn, "--members", "3")
 	checkRepaired(t, 3, code, doc, stderr)
@@ -116,6 +121,7 @@ func TestDemoPostgres(t *testing.T) {
 // With responses disabled on every member no readd commit comes: the run
 // fails at that step, naming it, with exitFailure.
 func TestDemoFailsWithoutReadd(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	cfg := demoConfig{members: 2, fault: mlsfault.MisrecordAuthenticator, json: true, timeout: time.Minute, disableResponses: true}
 	if code := demoRun(context.Background(), cfg, &stdout, &stderr); code != exitFailure {
@@ -136,6 +142,7 @@ func TestDemoFailsWithoutReadd(t *testing.T) {
 // A bad command line exits with exitUsage, says what was wrong and runs
 // nothing.
 func TestDemoUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
