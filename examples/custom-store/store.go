@@ -25,6 +25,10 @@ var ErrBlobTampered = errors.New("stored blob does not open under the key")
 // Each value is sealed with AES-256-GCM under a fresh 12-byte nonce, with
 // the namespace and key as additional data, so a value copied under
 // another key does not open.
+//
+// Only blobs are sealed: key packages' private keys stay in their own
+// repository (ports.KeyPackages) as the wrapped store keeps them; a
+// decorator for production would seal those the same way.
 type SealedStore struct {
 	inner ports.Store
 	aead  cipher.AEAD
