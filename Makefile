@@ -1,6 +1,9 @@
 # regroup — build, test and measure.
 #
 #   make test    go vet, then the whole test suite under the race detector
+#   make demo    go run ./cmd/regroup demo: a group forked and repaired, on the embedded default
+#   make examples build every example and run each runnable one
+#   make help    this list
 #   make bench   every benchmark, each printed next to its in-run reference
 #   make fuzz    every fuzz target for FUZZTIME (default 30s) each
 #   make proto   regenerate the committed Go from proto/**/*.proto
@@ -22,11 +25,38 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test bench bench-peers fuzz proto wire lint build load interop tools
+.PHONY: test demo examples help bench bench-peers fuzz proto wire lint build load interop tools
 
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+help:
+	@sed -n '1,/^$$/p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# \{0,1\}//'
+
+# The README's main command: the demo on the embedded default (a delivery
+# service in-process on SQLite in a temporary directory). It exits
+# non-zero when an expected outcome fails, so CI runs it as a smoke test.
+demo:
+	$(GO) run ./cmd/regroup demo
+
+# Every example is built into bin/examples, then each runnable one runs:
+# embed and custom-store on their own, plugin-host loading plugin-xwing
+# pinned from a temporary plugin directory, and fork-repair.
+EXAMPLES_BIN := bin/examples
+examples:
+	@mkdir -p $(EXAMPLES_BIN)
+	$(GO) build -o $(EXAMPLES_BIN)/ ./examples/...
+	$(EXAMPLES_BIN)/embed
+	$(EXAMPLES_BIN)/custom-store
+	@set -e; plugins=$$(mktemp -d); trap 'rm -rf "$$plugins"' EXIT; \
+		cp $(EXAMPLES_BIN)/plugin-xwing "$$plugins/regroup-plugin-xwing"; \
+		sum=$$(sha256sum "$$plugins/regroup-plugin-xwing" | cut -d' ' -f1); \
+		echo "$(EXAMPLES_BIN)/plugin-host -dir $$plugins -pin regroup-plugin-xwing=$$sum"; \
+		$(EXAMPLES_BIN)/plugin-host -dir "$$plugins" -pin "regroup-plugin-xwing=$$sum"
+	@if [ -d examples/fork-repair ]; then \
+		echo "$(EXAMPLES_BIN)/fork-repair"; $(EXAMPLES_BIN)/fork-repair; \
+	else echo "examples/fork-repair is not in this tree: not run"; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...

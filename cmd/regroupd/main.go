@@ -8,7 +8,15 @@
 //	regroupd [-listen 127.0.0.1:5050] [-database regroupd.db | -database postgres://…]
 //	         [-tls-cert cert.pem -tls-key key.pem] [-rate 1000 -burst 2000] …
 //
-// Run regroupd -h for every flag and its environment variable.
+// With no flag it keeps its envelopes in regroupd.db in the working
+// directory and serves gRPC on 127.0.0.1:5050 and /healthz and /metrics on
+// 127.0.0.1:5051. Without -tls-cert and -tls-key the gRPC listener is plain
+// text, and regroupd logs a warning saying so. Every flag reads its
+// default from an environment variable; boolean flags stand alone
+// (-postgres-notify) or take =true/=false.
+//
+// Run regroupd -h for every flag and its environment variable;
+// docs/operations.md is the operator's guide.
 package main
 
 import (

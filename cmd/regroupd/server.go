@@ -147,6 +147,10 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		attrs = append(attrs, "health_addr", s.healthLn.Addr().String())
 	}
 	log.Info("regroupd listening", attrs...)
+	if cfg.TLSCert == "" {
+		log.Warn("gRPC listener is plain text: clients' traffic and installation keys' signatures travel unencrypted; set -tls-cert and -tls-key unless the network is private",
+			"grpc_addr", s.lis.Addr().String())
+	}
 	return s, nil
 }
 

@@ -3,9 +3,10 @@
 // the built-in algorithms, as an application does at start-up, then seals
 // and opens a Welcome through every wrapper a plugin serves.
 //
-//	go build -o plugins/regroup-plugin-xwing ./examples/plugin-xwing
-//	go run ./examples/plugin-host -dir plugins \
-//		-pin regroup-plugin-xwing=$(sha256sum plugins/regroup-plugin-xwing | cut -d' ' -f1)
+//	dir=$(mktemp -d)
+//	go build -o $dir/regroup-plugin-xwing ./examples/plugin-xwing
+//	go run ./examples/plugin-host -dir $dir \
+//		-pin regroup-plugin-xwing=$(sha256sum $dir/regroup-plugin-xwing | cut -d' ' -f1)
 //
 // Every -pin pins one binary; with -require (the default when a pin is
 // given) an unpinned binary is refused. docs/plugin-guide.md walks through
