@@ -26,6 +26,12 @@ const (
 	exitFailure = 1
 	// exitUsage: the command line is wrong; nothing was done.
 	exitUsage = 2
+	// exitNotFound: what the command names does not exist here: no
+	// identity in the home, no such conversation, an unknown inbox.
+	exitNotFound = 3
+	// exitUnavailable: regroupd could not be reached (or did not answer
+	// in time).
+	exitUnavailable = 4
 )
 
 func main() {
