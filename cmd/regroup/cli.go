@@ -129,7 +129,7 @@ func runCommand(ctx context.Context, cmd command, e *env, stderr io.Writer) erro
 	e.s.warn = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "regroup %s: warning: "+format+"\n", append([]any{cmd.name}, a...)...)
 	}
-	if e.stdoutTerm && e.stderrTerm {
+	if showProgress(e.stdoutTerm, e.stderrTerm, e.o.json) {
 		e.s.progressOut = stderr
 	}
 	return cmd.run(ctx, e)

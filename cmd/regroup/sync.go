@@ -90,7 +90,7 @@ func cmdSync(ctx context.Context, e *env) error {
 		return err
 	}
 	var p *progress
-	if s.progressOut != nil && !e.o.json {
+	if s.progressOut != nil {
 		p = s.plan(ctx, before)
 		s.transport.watch(p)
 	}
