@@ -186,12 +186,19 @@ func TestCLIEndToEnd(t *testing.T) {
 		{[]string{"send", "crew"}, exitUsage, "usage: regroup send CONVERSATION TEXT..."},
 		{[]string{"frob"}, exitUsage, "regroup help"},
 		{[]string{"read", "nosuch"}, exitNotFound, "regroup group list"},
+		{[]string{"group", "create", "typo", "zz"}, exitUsage, "not an inbox id"},
+		{[]string{"group", "create", "stranger", strings.Repeat("ab", 32)}, exitNotFound, "unknown to regroupd"},
 		{[]string{"read", "crew", "--server", "127.0.0.1:1"}, exitUnavailable, "not reachable"},
 	} {
 		_, errOut, code := bob.run(tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.says) {
 			t.Errorf("regroup %s: exit %d, stderr %q; want exit %d saying %q", strings.Join(tc.args, " "), code, errOut, tc.code, tc.says)
 		}
+	}
+	var list []convJSON
+	bob.json(&list, "group", "list")
+	if len(list) != 1 {
+		t.Errorf("failed commands left conversations behind: %+v", list)
 	}
 	// Output to pipes: no progress bar on stderr.
 	if _, errOut, _ := bob.run("sync"); errOut != "" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -43,7 +44,7 @@ func cmdInit(ctx context.Context, e *env) error {
 	}
 	return e.out.emit(whoami(s), func(w io.Writer) {
 		fmt.Fprintf(w, "inbox %s created in %s; its key package is published on regroupd at %s\n", s.c.InboxID(), s.home, s.server)
-		fmt.Fprintf(w, "others add you with: regroup group add CONVERSATION %s\n", s.c.InboxID())
+		fmt.Fprintln(w, "others add you by this inbox id: `regroup group create NAME INBOX` or `regroup group add CONVERSATION INBOX`")
 	})
 }
 
@@ -99,7 +100,30 @@ func (s *session) syncQuietly(ctx context.Context) error {
 	return nil
 }
 
+// checkInboxes checks, before anything is committed, that each id is an
+// inbox id and that regroupd holds its identity, so that a typo creates
+// no group and commits nothing.
+func (s *session) checkInboxes(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		topic, err := identity.Topic(id)
+		if err != nil {
+			return usagef("%q is not an inbox id: 64 lowercase hex digits, as `regroup whoami` prints", id)
+		}
+		n, err := s.transport.HighestSequenceID(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("inbox %s: %w", short(id), err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: inbox %s is unknown to regroupd at %s: its user runs `regroup init --server %s` first", errNotFound, id, s.server, s.server)
+		}
+	}
+	return nil
+}
+
 func cmdGroupCreate(ctx context.Context, e *env) error {
+	if err := e.s.checkInboxes(ctx, e.args[1:]); err != nil {
+		return err
+	}
 	cv, err := e.s.c.CreateGroup(ctx, client.GroupOptions{Name: e.args[0], Members: e.args[1:]})
 	if cv == nil {
 		return err
@@ -147,6 +171,9 @@ func membershipChange(ctx context.Context, e *env, verb string, fn func(cv *clie
 }
 
 func cmdGroupAdd(ctx context.Context, e *env) error {
+	if err := e.s.checkInboxes(ctx, e.args[1:]); err != nil {
+		return err
+	}
 	return membershipChange(ctx, e, "updated", func(cv *client.Conversation) error { return cv.AddMembers(ctx, e.args[1:]...) })
 }
 
@@ -252,6 +279,9 @@ func nonNil(s []string) []string {
 }
 
 func cmdDM(ctx context.Context, e *env) error {
+	if err := e.s.checkInboxes(ctx, e.args); err != nil {
+		return err
+	}
 	if err := e.s.syncQuietly(ctx); err != nil {
 		return err
 	}
@@ -265,7 +295,7 @@ func cmdDM(ctx context.Context, e *env) error {
 	if err := e.s.syncQuietly(ctx); err != nil {
 		return err
 	}
-	return e.printConv(ctx, cv.ID(), "dm")
+	return e.printConv(ctx, cv.ID(), "opened")
 }
 
 // open syncs, finds the named conversation and allows it (COMP-228).

@@ -97,7 +97,7 @@ func (s *session) forkStatus(ctx context.Context, c conv) (forkJSON, error) {
 	case !v.LogRead:
 		v.Hint = "the commit log is read only for allowed conversations; `regroup read` allows this one"
 	case st.State == ports.ForkForked:
-		v.Hint = "forked: this installation asks the group's admins to readd it; `regroup sync` again once they have synced"
+		v.Hint = "forked: this installation asked the group's super admins to readd it; `regroup sync` again once one of them has synced"
 	case st.State == ports.ForkUnknown && cmp.Shared == 0:
 		v.Hint = "unknown until a commit of this membership is in both logs"
 	case st.State == ports.ForkUnknown:
