@@ -177,6 +177,21 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatalf("bob's messages across the rejoin: %q", texts)
 	}
 
+	// A DM, named by the peer's inbox id; then bob is removed.
+	var aliceID whoamiJSON
+	alice.json(&aliceID, "whoami")
+	alice.contains(alice.ok("dm", bobID.InboxID), "opened dm")
+	bob.contains(bob.ok("send", aliceID.InboxID, "direct"), "sent to dm")
+	alice.json(&msgs, "read", bobID.InboxID)
+	if texts := textsOf(msgs); strings.Join(texts, "|") != "direct" {
+		t.Fatalf("alice reads the DM %q", texts)
+	}
+	alice.ok("group", "remove", "crew", bobID.InboxID)
+	bob.contains(bob.ok("sync"), "removed this installation", "inactive")
+	if _, errOut, code := bob.run("send", "crew", "still here?"); code != exitFailure || !strings.Contains(errOut, "inactive") {
+		t.Fatalf("bob sends to a group he was removed from: exit %d, %q", code, errOut)
+	}
+
 	// Exit codes: usage, not found, server unreachable.
 	for _, tc := range []struct {
 		args []string
@@ -197,7 +212,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	}
 	var list []convJSON
 	bob.json(&list, "group", "list")
-	if len(list) != 1 {
+	if len(list) != 2 {
 		t.Errorf("failed commands left conversations behind: %+v", list)
 	}
 	// Output to pipes: no progress bar on stderr.
