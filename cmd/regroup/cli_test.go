@@ -227,3 +227,26 @@ func TestHelpListsEveryCommandAndExitCode(t *testing.T) {
 		}
 	}
 }
+
+// Any command line finds a command and parses, or fails with an error;
+// none panics.
+func FuzzCommandLine(f *testing.F) {
+	f.Add("send\x00team\x00--json\x00hi")
+	f.Add("--home\x00h\x00group\x00add\x00team\x00x")
+	f.Add("sync\x00--inject-fault\x00\x00--\x00-x")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Split(line, "\x00")
+		cmd, rest, err := findCommand(args)
+		if err != nil {
+			return
+		}
+		o := opts{timeout: 1}
+		pos, err := parseLine(cmd, rest, &o)
+		if err == nil {
+			if err := checkArity(cmd, pos); err != nil {
+				t.Fatalf("parseLine accepted %q for %q: %v", pos, cmd.name, err)
+			}
+		}
+		_, _ = pick(nil, line, "me")
+	})
+}
