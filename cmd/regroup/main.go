@@ -3,9 +3,20 @@
 // a regroupd.
 //
 //	regroup demo [--members N] [--postgres DSN] [--server ADDR]
-//	regroup help
+//	regroup init --home DIR --server ADDR
+//	regroup group create|add|remove|rename|list|info ...
+//	regroup dm INBOX
+//	regroup send CONVERSATION TEXT...
+//	regroup read CONVERSATION
+//	regroup sync [CONVERSATION]
+//	regroup fork-status|log|welcomes ...
+//	regroup help [COMMAND]
 //
-// Run `regroup help` for every command and the meaning of the exit codes.
+// Each command but the demo opens one user's installation (its home
+// directory), dials a regroupd, does its work and exits. Run
+// `regroup help` for every command, its flags and the meaning of the exit
+// codes; docs/getting-started.md walks through two users chatting and a
+// fork being repaired.
 package main
 
 import (
@@ -26,6 +37,12 @@ const (
 	exitFailure = 1
 	// exitUsage: the command line is wrong; nothing was done.
 	exitUsage = 2
+	// exitNotFound: what the command names does not exist here: no
+	// identity in the home, no such conversation, an unknown inbox.
+	exitNotFound = 3
+	// exitUnavailable: regroupd could not be reached (or did not answer
+	// in time).
+	exitUnavailable = 4
 )
 
 func main() {
