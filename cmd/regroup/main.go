@@ -2,7 +2,7 @@
 // a group that forks and is repaired, and the commands a user runs against
 // a regroupd.
 //
-//	regroup demo [--members N] [--postgres DSN] [--server ADDR]
+//	regroup demo [--members N] [--fault FAULT] [--postgres DSN] [--server ADDR] [--json|--quiet]
 //	regroup init --home DIR --server ADDR
 //	regroup group create|add|remove|rename|list|info ...
 //	regroup dm INBOX
