@@ -135,10 +135,6 @@ func (w *demoWorld) member(ctx context.Context, name string, opts *client.Option
 	if err != nil {
 		return nil, err
 	}
-	inner, err := regroup.ProvideEngine(in)
-	if err != nil {
-		return nil, err
-	}
 	var tr ports.Transport
 	if w.svc != nil {
 		tr = regroup.ProvideMemTransport(w.svc, in)
@@ -149,17 +145,7 @@ func (w *demoWorld) member(ctx context.Context, name string, opts *client.Option
 		}
 		w.closers = append(w.closers, closeTr)
 	}
-	id, err := regroup.ProvideResolver(store, tr, clk)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := regroup.ProvideAlgorithms()
-	if err != nil {
-		return nil, err
-	}
-	eng := mlsfault.Wrap(inner)
-	deps := client.Deps{Store: store, MLS: eng, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}
-	c, closeClient, err := regroup.ProvideClient(ctx, deps, opts)
+	c, eng, closeClient, err := faultableClient(ctx, store, in, tr, clk, opts)
 	if err != nil {
 		return nil, err
 	}

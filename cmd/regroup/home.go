@@ -172,31 +172,17 @@ func (s *session) open(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
-	inner, err := regroup.ProvideEngine(in)
-	if err != nil {
-		return err
-	}
 	tr, closeTr, err := regroup.DialTransport(s.server, nil, in)
 	if err != nil {
 		return fmt.Errorf("regroupd at %s: %w", s.server, err)
 	}
 	s.closers = append(s.closers, closeTr)
 	s.transport = &watchedTransport{Transport: tr}
-	resolver, err := regroup.ProvideResolver(store, s.transport, clk)
-	if err != nil {
-		return err
-	}
-	reg, err := regroup.ProvideAlgorithms()
-	if err != nil {
-		return err
-	}
-	s.engine = mlsfault.Wrap(inner)
-	deps := client.Deps{Store: store, MLS: s.engine, Transport: s.transport, Identity: resolver, Clock: clk,
-		Algorithms: reg, Installation: in}
-	c, closeClient, err := regroup.ProvideClient(ctx, deps, clientOptions)
+	c, eng, closeClient, err := faultableClient(ctx, store, in, s.transport, clk, clientOptions)
 	if err != nil {
 		return fmt.Errorf("regroupd at %s: %w", s.server, err)
 	}
+	s.engine = eng
 	s.c, s.closers = c, append(s.closers, closeClient)
 	return nil
 }
