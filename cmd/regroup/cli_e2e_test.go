@@ -120,6 +120,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatalf("alice reads %q", texts)
 	}
 	bob.contains(bob.ok("read", "team"), "me                hello alice", "-hi bob")
+	alice.contains(alice.ok("read", "team"), "me                * added "+bobID.InboxID[:16]) // her own commit's record
 	var info infoJSON
 	bob.json(&info, "group", "info", "team")
 	if len(info.Members) != 2 || info.Creator == bobID.InboxID || len(info.SuperAdmins) != 1 {

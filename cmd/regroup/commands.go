@@ -363,7 +363,7 @@ func cmdRead(ctx context.Context, e *env) error {
 	return e.out.emit(out, func(w io.Writer) {
 		for _, m := range out {
 			who := short(m.Sender)
-			if m.Own {
+			if m.Own || m.Sender == e.s.c.InboxID() { // a commit's update is not Own; it is still mine
 				who = "me"
 			}
 			fmt.Fprintf(w, "%s  %-16s  %s\n", m.SentAt.Local().Format("15:04:05"), who, m.Text)
