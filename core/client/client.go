@@ -11,6 +11,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/identity"
+	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/recovery"
@@ -51,6 +52,10 @@ type Client struct {
 	rec      *recovery.Recovery
 
 	locks [64]sync.Mutex
+	// tails and junk are the group topics' read positions past their
+	// stored cursors and the refusals there (COMP-240).
+	tails readpos.Tracker
+	junk  junkByGroup
 
 	// background are the loops Start runs beside its own.
 	background []background

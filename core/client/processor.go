@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
+	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
 )
@@ -49,30 +50,43 @@ type outcome struct {
 // Welcome's anchor lands. A one-shot group is processed only by the
 // commit that sends it (COMP-200): nothing else calls this for one. The
 // caller holds the group's lock.
+//
+// The stored cursor moves only over envelopes the client authenticated,
+// or up to an id below one it authenticated (COMP-240): an envelope the
+// engine refuses, or that is no MLS message, is junk until an
+// authenticated envelope follows it, and a commit's refusal is recorded
+// (FORK-002) only then. Sequence ids are the delivery service's to
+// choose, so one envelope at 2^63−1 cannot move the cursor past the
+// honest envelopes that arrive after it with lower ids.
 func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
+	g, err := c.group(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if !g.Active {
+		return nil
+	}
+	key := string(groupID)
+	pass := c.tails.Start(key, g.Cursor)
+	defer pass.End()
+	j := c.junk.take(key, g.Cursor)
+	defer func() { c.junk.put(key, j) }()
 	for {
-		g, err := c.group(ctx, groupID)
-		if err != nil {
-			return err
-		}
-		if !g.Active {
-			return nil
-		}
-		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), g.Cursor, pageSize)
+		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), pass.Pos(), pageSize)
 		if err != nil {
 			return fmt.Errorf("read group %x: %w", groupID, err)
 		}
-		cursor, progressed := g.Cursor, false
+		readAny := false
 		var batch []*envelope
 		flush := func() (stop bool, err error) {
 			if len(batch) == 0 {
 				return false, nil
 			}
-			out, err := c.processBatch(ctx, groupID, batch)
+			out, err := c.processBatch(ctx, groupID, batch, pass, j)
 			if err != nil {
 				return true, fmt.Errorf("group %x envelopes %d to %d: %w", groupID, batch[0].seq, batch[len(batch)-1].seq, err)
 			}
-			batch, progressed = batch[:0], true
+			batch = batch[:0]
 			for _, r := range out.recorded {
 				c.log.Notify(r)
 			}
@@ -84,13 +98,12 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		}
 		for _, env := range envs {
 			seq := env.GetSequenceId()
-			// Sequence ids are not authenticated: one at or below the
-			// cursor was processed, and one the store cannot hold is
-			// skipped without moving the cursor (COMP-185).
-			if seq <= cursor || seq > math.MaxInt64 {
+			// One at or below the read position was read, and one the
+			// store cannot hold is skipped without moving it (COMP-185).
+			if seq <= pass.Pos() || seq > math.MaxInt64 || (len(batch) > 0 && seq <= batch[len(batch)-1].seq) {
 				continue
 			}
-			cursor = seq
+			readAny = true
 			e := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
 			batch = append(batch, e)
 			if h, ok := peekHeader(e.payload); (ok && h.commit()) || len(batch) == batchSize {
@@ -102,7 +115,7 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		if stop, err := flush(); err != nil || stop {
 			return err
 		}
-		if !progressed {
+		if !pass.EndPage(readAny) {
 			return nil
 		}
 	}
@@ -122,12 +135,17 @@ func (c *Client) group(ctx context.Context, groupID []byte) (g ports.Group, err 
 // processBatch processes envelopes in one transaction: for each, the
 // engine processes it, the commit log records a commit's outcome
 // (FORK-001, FORK-002), the message or group update is stored; then the
-// cursor moves to the last one, all or nothing. A commit that removes this
-// installation ends the batch.
-func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*envelope) (outcome, error) {
-	var out outcome
+// cursor moves to the last authenticated one (COMP-240), all or nothing.
+// A commit that removes this installation ends the batch. What the batch
+// read reaches pass and j only once the transaction committed.
+func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*envelope, pass *readpos.Pass, j *junk) (outcome, error) {
+	var (
+		out   outcome
+		nj    *junk
+		reads []read
+	)
 	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
-		out = outcome{}
+		out, nj, reads = outcome{}, j.clone(), nil
 		g, err := tx.Groups().Get(ctx, groupID)
 		if err != nil {
 			return err
@@ -137,9 +155,33 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 			if e.seq <= last || out.inactive || !g.Active {
 				continue
 			}
-			if err := c.handle(ctx, tx, g, e, &out); err != nil {
+			if nj.has(e) {
+				reads = append(reads, read{e.seq, false}) // refused before, in this same state
+				continue
+			}
+			// cover records the refusals of the junk before an
+			// authenticated envelope, which now stand in the group's
+			// sequence (FORK-002), and drops any junk after it, which
+			// must be read again in the new state.
+			cover := func() error {
+				for _, d := range nj.before(e.seq) {
+					if err := c.failed(ctx, tx, g, d.e, d.h, d.before, d.err, &out); err != nil {
+						return err
+					}
+				}
+				nj.reset(e.seq)
+				return nil
+			}
+			d, err := c.handle(ctx, tx, g, e, &out, cover)
+			if err != nil {
 				return err
 			}
+			if d != nil {
+				nj.add(*d)
+				reads = append(reads, read{e.seq, false})
+				continue
+			}
+			reads = append(reads, read{e.seq, true})
 			last = e.seq
 		}
 		if last == g.Cursor {
@@ -154,7 +196,20 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 			return nil
 		})
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	for _, r := range reads {
+		pass.Read(r.seq, r.authenticated)
+	}
+	*j = *nj
+	return out, nil
+}
+
+// read is one envelope a batch read, for the pass's positions.
+type read struct {
+	seq           uint64
+	authenticated bool
 }
 
 // envelope is one group-topic envelope being processed.
@@ -169,44 +224,58 @@ func (e *envelope) hash() []byte {
 	return h[:]
 }
 
-func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, out *outcome) error {
+// handle processes one envelope. It returns the envelope as junk when
+// the client cannot authenticate it: no MLS message, or one the engine
+// refuses (COMP-240); its effects wait until an authenticated envelope
+// follows. cover is called once the envelope is authenticated, before any
+// of its effects.
+func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, out *outcome, cover func() error) (*deferred, error) {
 	h, ok := peekHeader(e.payload)
 	if !ok {
 		c.logger.Warn("group envelope is not an MLS message", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq)
-		return nil
+		return &deferred{e: e}, nil
 	}
 	if !h.commit() {
 		own, err := messagesOf(tx).ByPayloadHash(ctx, g.ID, e.hash())
 		switch {
 		case err == nil:
+			// This installation's own message: the payload it published.
+			if err := cover(); err != nil {
+				return nil, err
+			}
 			confirmed, err := confirmSent(ctx, tx, own, e.seq, e.at)
 			if confirmed {
 				own.SequenceID, own.SentAt = e.seq, e.at
 				out.events = append(out.events, MessageEvent{Message: own})
 			}
-			return err
+			return nil, err
 		case !errors.Is(err, ports.ErrNotFound):
-			return err
+			return nil, err
 		}
 	}
 	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p, err := c.deps.MLS.Process(ctx, tx, g.ID, e.payload)
 	if err != nil {
+		// A local failure is retried: the transaction rolls back and the
+		// envelope is read again (the cursor does not move past it).
 		if !messageFailure(err) {
-			return err
+			return nil, err
 		}
-		return c.failed(ctx, tx, g, e, h, before, err, out)
+		return &deferred{e: e, h: h, mls: true, before: before, err: err}, nil
+	}
+	if err := cover(); err != nil {
+		return nil, err
 	}
 	switch p.Kind {
 	case ports.ProcessedApplication:
-		return c.received(ctx, tx, g, e, before, p, out)
+		return nil, c.received(ctx, tx, g, e, before, p, out)
 	case ports.ProcessedCommit:
-		return c.applyCommit(ctx, tx, g, e, h, before, p, out)
+		return nil, c.applyCommit(ctx, tx, g, e, h, before, p, out)
 	}
-	return nil // a standalone proposal: this client commits proposals inline only
+	return nil, nil // a standalone proposal: this client commits proposals inline only
 }
 
 // messageFailure reports an error that is a property of the message, one

@@ -1,0 +1,267 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/internal/world"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// lying is a delivery service that serves, besides what it holds,
+// envelopes it placed at sequence ids of its own choosing.
+type lying struct {
+	ports.Transport
+	mu     sync.Mutex
+	placed map[string][]*backendpb.OriginatorEnvelope
+	served map[string]int // envelopes served per topic
+}
+
+func newLying(inner ports.Transport) *lying {
+	return &lying{Transport: inner, placed: map[string][]*backendpb.OriginatorEnvelope{}, served: map[string]int{}}
+}
+
+// place serves payload on topic at seq from now on.
+func (l *lying) place(topic []byte, seq uint64, payload []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	env := &backendpb.OriginatorEnvelope{SequenceId: seq, Envelope: &backendpb.ClientEnvelope{TargetTopic: topic,
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: payload}}}
+	l.placed[string(topic)] = append(l.placed[string(topic)], env)
+}
+
+func (l *lying) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	envs, err := l.Transport.Query(ctx, topic, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	for _, p := range l.placed[string(topic)] {
+		if p.GetSequenceId() > after {
+			envs = append(envs, p)
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(envs, func(i, j int) bool { return envs[i].GetSequenceId() < envs[j].GetSequenceId() })
+	if limit > 0 && len(envs) > limit {
+		envs = envs[:limit]
+	}
+	l.mu.Lock()
+	l.served[string(topic)] += len(envs)
+	l.mu.Unlock()
+	return envs, nil
+}
+
+// junkCommit is a PublicMessage whose header names a commit of the group
+// at epoch, followed by bytes no engine accepts.
+func junkCommit(groupID []byte, epoch uint64) []byte {
+	b := []byte{0, 1, 0, 1, byte(len(groupID))}
+	b = append(b, groupID...)
+	b = binary.BigEndian.AppendUint64(b, epoch)
+	b = append(b, 1, 0, 0, 0, 0) // sender: member 0
+	b = append(b, 0)             // authenticated_data
+	b = append(b, 3)             // content type: commit
+	return append(b, bytes.Repeat([]byte{0xee}, 40)...)
+}
+
+func groupTopicOf(id []byte) []byte { return append([]byte{byte(ports.TopicGroupMessages)}, id...) }
+
+func cursorOf(t *testing.T, m *world.Member, id []byte) uint64 {
+	t.Helper()
+	var g ports.Group
+	m.Tx(func(tx ports.Tx) error {
+		var err error
+		g, err = tx.Groups().Get(m.W.Ctx, id)
+		return err
+	})
+	return g.Cursor
+}
+
+func localEntries(t *testing.T, m *world.Member, id []byte) []ports.LocalCommitLogEntry {
+	t.Helper()
+	var es []ports.LocalCommitLogEntry
+	m.Tx(func(tx ports.Tx) error {
+		var err error
+		es, err = tx.LocalCommitLog().List(m.W.Ctx, id, 0, 0)
+		return err
+	})
+	return es
+}
+
+// TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff: a delivery service places a
+// commit no engine accepts, and a payload that is no MLS message, at ids
+// near 2^63−1 on a group's topic. The member's stored cursor does not
+// follow them: the honest messages and commits published after them, with
+// lower ids, are read, the member agrees with the group, and no refusal is
+// recorded for envelopes that nothing authenticated follows.
+func TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff(t *testing.T) {
+	w := world.New(t, "embedded")
+	var lie *lying
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	world.Agree(t, g.ID(), alice, bob)
+	info := bob.Info(g.ID())
+	lie.place(groupTopicOf(g.ID()), math.MaxInt64-1, junkCommit(g.ID(), info.Epoch))
+	lie.place(groupTopicOf(g.ID()), math.MaxInt64, []byte("not an MLS message"))
+	before := len(localEntries(t, bob, g.ID()))
+	bob.Sync()
+	if c := cursorOf(t, bob, g.ID()); c >= math.MaxInt64-1 {
+		t.Fatalf("bob's cursor moved to %d, over envelopes it could not authenticate", c)
+	}
+	for i, text := range []string{"one", "two"} {
+		if _, err := g.Send(w.Ctx, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := g.SetName(w.Ctx, "ops-2"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	world.SyncAll(alice, bob)
+	world.Agree(t, g.ID(), alice, bob)
+	if got := texts(t, bob, g.ID()); len(got) != 2 || got[0] != "one" || got[1] != "two" {
+		t.Fatalf("bob reads %q after the junk, want [one two]", got)
+	}
+	if bob.Info(g.ID()).Name != "ops-2" {
+		t.Fatalf("bob missed the rename published after the junk")
+	}
+	for _, e := range localEntries(t, bob, g.ID())[before:] {
+		if e.CommitResult != ports.CommitResultApplied {
+			t.Fatalf("bob recorded %v for commit %d: a refusal with nothing authenticated after it is not terminal", e.CommitResult, e.CommitSequenceID)
+		}
+	}
+}
+
+// TestFORK002_RefusalRecordedOnceCovered: a commit the engine refuses
+// between two honest envelopes is recorded as a terminal refusal
+// (FORK-002) once the honest envelope after it is processed, and the
+// cursor moves over it; at the end of the topic it is held, not recorded.
+func TestFORK002_RefusalRecordedOnceCovered(t *testing.T) {
+	w := world.New(t, "embedded")
+	var lie *lying
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	// Ids are shared by every topic (COMP-041): a message to another group
+	// takes an id that the group's topic does not use, and the junk is
+	// placed there, between two honest envelopes of the group.
+	other, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Send(w.Ctx, []byte("elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	alice.Sync()
+	placedAt, err := alice.Transport.HighestSequenceID(w.Ctx, groupTopicOf(other.ID()))
+	if err != nil || placedAt <= cursorOf(t, bob, g.ID()) {
+		t.Fatalf("highest id of the other group: %d, %v", placedAt, err)
+	}
+	lie.place(groupTopicOf(g.ID()), placedAt, junkCommit(g.ID(), bob.Info(g.ID()).Epoch))
+	bob.Sync()
+	if c := cursorOf(t, bob, g.ID()); c >= placedAt {
+		t.Fatalf("bob's cursor %d moved over the refused commit at %d with nothing after it", c, placedAt)
+	}
+	for _, e := range localEntries(t, bob, g.ID()) {
+		if e.CommitSequenceID == placedAt {
+			t.Fatalf("bob recorded the refused commit at %d before anything authenticated followed it", placedAt)
+		}
+	}
+	if _, err := g.Send(w.Ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	bob.Sync()
+	var found bool
+	for _, e := range localEntries(t, bob, g.ID()) {
+		if e.CommitSequenceID == placedAt {
+			found = e.CommitResult != ports.CommitResultApplied
+		}
+	}
+	if !found {
+		t.Fatalf("the refused commit at %d is not recorded once an honest message follows it", placedAt)
+	}
+	if c := cursorOf(t, bob, g.ID()); c <= placedAt {
+		t.Fatalf("bob's cursor %d did not move over the refused commit at %d", c, placedAt)
+	}
+}
+
+// servedSince returns the envelopes served on topic since the last call.
+func (l *lying) servedSince(topic []byte) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.served[string(topic)]
+	l.served[string(topic)] = 0
+	return n
+}
+
+// TestCOMP240_JunkFloodCostsBoundedPasses: 3,000 envelopes that are no MLS
+// message and 300 commits no engine accepts, placed at ids above every
+// honest one. Each sync reads every honest message published meanwhile
+// (they come first, in the page read from the stored cursor), and no sync
+// is served more than one page of junk it read before plus its budget of
+// new junk, so the flood is read through in a bounded number of syncs.
+func TestCOMP240_JunkFloodCostsBoundedPasses(t *testing.T) {
+	w := world.New(t, "embedded")
+	var lie *lying
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	topic := groupTopicOf(g.ID())
+	epoch := bob.Info(g.ID()).Epoch
+	const base = uint64(1) << 62
+	for i := uint64(0); i < 3300; i++ {
+		payload := []byte("junk")
+		if i%11 == 0 {
+			payload = junkCommit(g.ID(), epoch)
+		}
+		lie.place(topic, base+i, payload)
+	}
+	lie.servedSince(topic)
+	const pageSize, budget = 100, 512 // the processor's page and readpos.Budget
+	var want []string
+	for round := 0; round < 10; round++ {
+		text := string(rune('a' + round))
+		if _, err := g.Send(w.Ctx, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, text)
+		bob.Sync()
+		if got := texts(t, bob, g.ID()); len(got) != len(want) {
+			t.Fatalf("round %d: bob reads %q, want %q", round, got, want)
+		}
+		// A pass reads its probe page, then up to its budget of new junk
+		// and the page that crosses it.
+		n := lie.servedSince(topic)
+		if n > 2*pageSize+budget {
+			t.Fatalf("round %d: one sync was served %d envelopes of the group topic", round, n)
+		}
+		// Once the flood is read through, a sync re-reads only its probe.
+		if round == 9 && n > pageSize+1 {
+			t.Fatalf("after the flood was read through, a sync was served %d envelopes", n)
+		}
+	}
+	if c := cursorOf(t, bob, g.ID()); c >= base {
+		t.Fatalf("bob's cursor moved to %d, into the junk", c)
+	}
+}
