@@ -415,3 +415,41 @@ func TestCOMP103_OlderStoreComparedOnce(t *testing.T) {
 		t.Fatal("a later pass listed the logs again")
 	}
 }
+
+// COMP-242: an operator that claims the topic reaches 2^62 and keeps
+// there an envelope that does not verify, an entry by a non-publisher and
+// a replay of a genuine entry gets them evaluated and discarded, but the
+// stored read position does not move to them: honest entries published after it,
+// at lower ids, are accepted, also after a restart, and the reader is not
+// forked.
+func TestCOMP242_DiscardedEnvelopesAtAClaimedIDMoveNothing(t *testing.T) {
+	t.Parallel()
+	w, a, b, _, op := hostileGroup(t)
+	s1 := w.commit(nil)
+	a.merge(s1)
+	b.merge(s1)
+	a.publish()
+	b.read()
+	op.mu.Lock()
+	op.claim = 1 << 62
+	op.mu.Unlock()
+	op.inject(1<<62, &backendpb.ClientEnvelope{TargetTopic: w.g.keys.Topic})
+	op.inject(1<<62-5, sealAs(t, w.g.keys, entryFor(w, s1, nil, nil, 1), b.priv)) // not a publisher's
+	real := w.topicEntries()
+	op.inject(1<<62-3, sealAs(t, w.g.keys, real[len(real)-1], a.priv)) // a's genuine entry, replayed
+	b.read()
+	for i, restart := range []bool{false, true} {
+		s := w.commit(nil)
+		a.merge(s)
+		b.merge(s)
+		a.publish()
+		if restart {
+			b.restart()
+		}
+		b.read()
+		if got := remoteSeqs(b.remote()); len(got) != 2+i || got[len(got)-1] != s {
+			t.Fatalf("after the junk: accepted %v, want the honest entry of commit %d last", got, s)
+		}
+	}
+	b.wantFork(ports.ForkNotForked)
+}

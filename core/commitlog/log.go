@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"maps"
 	"sync"
 
@@ -67,6 +68,8 @@ type Log struct {
 	mu       sync.Mutex
 	counters map[Reason]uint64
 	locks    map[string]*convLock
+	// tails are the topics' read positions past junk (COMP-242).
+	tails readpos.Tracker
 }
 
 // convLock serializes one conversation's passes; it is dropped from the

@@ -69,12 +69,23 @@ func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
 		}
 		rep.Rewound = true
 	}
+	// The stored read position moves only over entries that verified
+	// (COMP-242); the pass reads past junk without storing it.
+	pass := l.tails.Start(string(groupID), pos)
+	defer pass.End()
 	for {
-		envs, err := l.opts.Transport.Query(ctx, keys.Topic, pos, l.opts.PageSize)
+		envs, err := l.opts.Transport.Query(ctx, keys.Topic, pass.Pos(), l.opts.PageSize)
 		if err != nil {
 			return rep, fmt.Errorf("read commit log: %w", err)
 		}
-		page, next, err := l.evaluate(ctx, groupID, keys, envs, bound)
+		// What an earlier pass discarded is not evaluated again (FORK-030).
+		fresh := envs[:0:0]
+		for _, env := range envs {
+			if !pass.Known(env.GetSequenceId()) {
+				fresh = append(fresh, env)
+			}
+		}
+		page, res, err := l.evaluate(ctx, groupID, keys, fresh, bound)
 		if err != nil {
 			return rep, err
 		}
@@ -83,10 +94,20 @@ func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
 		rep.Ahead += page.Ahead
 		rep.Held = page.Held
 		rep.ForkState = page.ForkState
-		if len(envs) == 0 || page.Held != 0 || next <= pos {
+		before := pass.Pos()
+		for _, env := range envs {
+			seq := env.GetSequenceId()
+			switch {
+			case seq <= pass.Pos():
+			case res.junk[seq] || pass.Known(seq):
+				pass.Read(seq, false)
+			case seq <= res.pos:
+				pass.Read(seq, true)
+			}
+		}
+		if len(envs) == 0 || page.Held != 0 || !pass.EndPage(pass.Pos() > before) {
 			return rep, nil
 		}
-		pos = next
 	}
 }
 
@@ -175,6 +196,9 @@ type admitResult struct {
 	evaluated int
 	ahead     int
 	held      uint64
+	// junk are the envelopes that failed verification (FORK-077): they do
+	// not move the stored read position (COMP-242).
+	junk map[uint64]bool
 }
 
 // admit evaluates verified envelopes in order: replays are skipped,
@@ -198,31 +222,29 @@ func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResu
 			continue
 		}
 		if v := verdicts[i]; v != nil {
-			r.counts[v.Reason]++
-			a.pos, r.evaluated = o.seq, r.evaluated+1
+			r.discard(o.seq, v.Reason)
 			continue
 		}
 		e := o.entry
 		// FORK-087: the floor is checked before the hold, so an entry below
 		// it never holds evaluation.
 		if e.GetAppliedEpochNumber() < a.floor {
-			r.counts[ReasonBelowFloor]++
-			a.pos, r.evaluated = o.seq, r.evaluated+1
+			r.discard(o.seq, ReasonBelowFloor)
 			continue
 		}
 		if a.active && a.cursor < e.GetCommitSequenceId() {
 			r.held = e.GetCommitSequenceId()
 			break
 		}
-		a.pos, r.evaluated = o.seq, r.evaluated+1
 		if !a.roles.isPublisherKey(e.GetAuthorInstallationKey()) {
-			r.counts[ReasonNotPublisher]++
+			r.discard(o.seq, ReasonNotPublisher)
 			continue
 		}
 		if why := CheckChain(a.last, e, a.tenure()); why != "" {
-			r.counts[ReasonChain]++
+			r.discard(o.seq, ReasonChain)
 			continue
 		}
+		a.pos, r.evaluated = o.seq, r.evaluated+1
 		r.accepted = append(r.accepted, ports.RemoteCommitLogEntry{
 			GroupID:                   a.groupID,
 			EnvelopeSequenceID:        o.seq,
@@ -239,6 +261,19 @@ func (a *admission) admit(prepared []*opened, verdicts []*RejectError) admitResu
 	return r
 }
 
+// discard counts an evaluated envelope that is not accepted. It does not
+// move the stored read position (COMP-242): its sequence id is the
+// delivery service's word alone, and a replayed or forged envelope placed
+// at 2^62 must not hide the honest entries served after it at lower ids.
+func (r *admitResult) discard(seq uint64, why Reason) {
+	r.counts[why]++
+	r.evaluated++
+	if r.junk == nil {
+		r.junk = map[uint64]bool{}
+	}
+	r.junk[seq] = true
+}
+
 // tenure is what FORK-083 needs about the last accepted entry's author:
 // whether it is a publisher in the current tree and its own publisher
 // boundary (FORK-089, COMP-091), not the candidate's.
@@ -252,16 +287,22 @@ func (a *admission) tenure() Tenure {
 	}
 }
 
+// pageResult is where a page left the stored read position and which of
+// its envelopes failed verification.
+type pageResult struct {
+	pos  uint64
+	junk map[uint64]bool
+}
+
 // evaluate runs one page of envelopes through verification, admission and
 // the chain, and stores the outcome and the fork state in one transaction.
-// It returns the read position after the page.
-func (l *Log) evaluate(ctx context.Context, groupID []byte, keys Keys, envs []*backendpb.OriginatorEnvelope, bound uint64) (ReadReport, uint64, error) {
+func (l *Log) evaluate(ctx context.Context, groupID []byte, keys Keys, envs []*backendpb.OriginatorEnvelope, bound uint64) (ReadReport, pageResult, error) {
 	prepared, verdicts := verifyPage(l.opts.Verifier, keys, groupID, envs)
 	var (
 		rep    ReadReport
 		counts map[Reason]uint64
 		event  *ForkEvent
-		pos    uint64
+		pr     pageResult
 	)
 	err := l.opts.Store.Tx(ctx, func(tx ports.Tx) error {
 		rep, counts, event = ReadReport{}, nil, nil
@@ -287,17 +328,17 @@ func (l *Log) evaluate(ctx context.Context, groupID []byte, keys Keys, envs []*b
 		if err := remote.SetReadPosition(ctx, groupID, a.pos); err != nil {
 			return err
 		}
-		counts, pos = res.counts, a.pos
+		counts, pr = res.counts, pageResult{pos: a.pos, junk: res.junk}
 		rep.Evaluated, rep.Accepted, rep.Held, rep.Ahead = res.evaluated, len(res.accepted), res.held, res.ahead
 		rep.ForkState, event, err = t.finish(ctx)
 		return err
 	})
 	if err != nil {
-		return rep, 0, fmt.Errorf("read commit log: %w", err)
+		return rep, pageResult{}, fmt.Errorf("read commit log: %w", err)
 	}
 	l.count(counts)
 	l.notify(event)
-	return rep, pos, nil
+	return rep, pr, nil
 }
 
 // loadAdmission reads the reader's admission state in tx.

@@ -68,6 +68,12 @@ func (t *Tracker) Start(key string, durable uint64) *Pass {
 	return p
 }
 
+// Known reports whether a previous pass read seq as junk, in the run it
+// remembers: the reader need not evaluate it again.
+func (p *Pass) Known(seq uint64) bool {
+	return p.run.from != 0 && seq >= p.run.from && seq <= p.run.readTo
+}
+
 // Pos returns the position to query the next page after.
 func (p *Pass) Pos() uint64 { return p.pos }
 
