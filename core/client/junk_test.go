@@ -96,8 +96,8 @@ func localEntries(t *testing.T, m *world.Member, id []byte) []ports.LocalCommitL
 }
 
 // TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff: a delivery service places a
-// commit no engine accepts, and a payload that is no MLS message, at ids
-// near 2^63−1 on a group's topic. The member's stored cursor does not
+// commit no engine accepts, a payload that is no MLS message, and a copy of
+// the member's own message, at ids near 2^63−1 on a group's topic. The member's stored cursor does not
 // follow them: the honest messages and commits published after them, with
 // lower ids, are read, the member agrees with the group, and no refusal is
 // recorded for envelopes that nothing authenticated follows.
@@ -114,6 +114,17 @@ func TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff(t *testing.T) {
 	world.Agree(t, g.ID(), alice, bob)
 	info := bob.Info(g.ID())
 	lie.place(groupTopicOf(g.ID()), math.MaxInt64-1, junkCommit(g.ID(), info.Epoch))
+	// bob's own message, read back at its id, and replayed near 2^63−1.
+	if _, err := bob.Conv(g.ID()).Send(w.Ctx, []byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	bob.Sync()
+	ownSeq := cursorOf(t, bob, g.ID())
+	envs, err := bob.Transport.Query(w.Ctx, groupTopicOf(g.ID()), ownSeq-1, 1)
+	if err != nil || len(envs) != 1 {
+		t.Fatalf("bob's message on the topic: %v %v", envs, err)
+	}
+	lie.place(groupTopicOf(g.ID()), math.MaxInt64-2, envs[0].GetEnvelope().GetGroupMessage())
 	lie.place(groupTopicOf(g.ID()), math.MaxInt64, []byte("not an MLS message"))
 	before := len(localEntries(t, bob, g.ID()))
 	bob.Sync()
@@ -132,8 +143,8 @@ func TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff(t *testing.T) {
 	}
 	world.SyncAll(alice, bob)
 	world.Agree(t, g.ID(), alice, bob)
-	if got := texts(t, bob, g.ID()); len(got) != 2 || got[0] != "one" || got[1] != "two" {
-		t.Fatalf("bob reads %q after the junk, want [one two]", got)
+	if got := texts(t, bob, g.ID()); len(got) != 3 || got[1] != "one" || got[2] != "two" {
+		t.Fatalf("bob reads %q after the junk, want [mine one two]", got)
 	}
 	if bob.Info(g.ID()).Name != "ops-2" {
 		t.Fatalf("bob missed the rename published after the junk")

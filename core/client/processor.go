@@ -238,6 +238,10 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 	if !h.commit() {
 		own, err := messagesOf(tx).ByPayloadHash(ctx, g.ID, e.hash())
 		switch {
+		case err == nil && own.SequenceID != 0 && own.SequenceID != e.seq:
+			// The payload of an own message confirmed at another id: a copy
+			// the delivery service placed here, which proves nothing.
+			return &deferred{e: e}, nil
 		case err == nil:
 			// This installation's own message: the payload it published.
 			if err := cover(); err != nil {
