@@ -31,7 +31,25 @@ type intent struct {
 	// Strict makes a refusal of the Welcomes a failure of the commit, for
 	// a commit whose Welcomes are its purpose (a one-shot group's).
 	Strict bool `json:"strict,omitempty"`
+	// Deliver keeps Welcomes the delivery service did not store in the
+	// Welcome outbox, which publishes them again until they are stored:
+	// a readd commit's Welcome is the requester's only way back
+	// (FORK-062, COMP-243).
+	Deliver bool `json:"deliver,omitempty"`
 }
+
+// welcomes says what a commit does when the delivery service does not
+// store its Welcomes.
+type welcomes int
+
+const (
+	// welcomesLogged logs a refusal and ends the commit.
+	welcomesLogged welcomes = iota
+	// welcomesStrict makes a refusal a failure of the commit.
+	welcomesStrict
+	// welcomesDelivered keeps them in the Welcome outbox (COMP-243).
+	welcomesDelivered
+)
 
 const (
 	intentPending = "pending"
@@ -82,11 +100,11 @@ type builder func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports
 // its sequence id. A commit beaten by a concurrent one is rebuilt, up to
 // Options.CommitRetries times. It returns the commit's sequence id.
 func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uint64, error) {
-	return c.commitAs(ctx, groupID, build, false)
+	return c.commitAs(ctx, groupID, build, welcomesLogged)
 }
 
-// commitAs is commit; strict makes a refusal of the Welcomes an error.
-func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, strict bool) (uint64, error) {
+// commitAs is commit; w says what a refusal of the Welcomes does.
+func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w welcomes) (uint64, error) {
 	defer c.lock(groupID)()
 	if err := c.settleIntent(ctx, groupID); err != nil {
 		return 0, err
@@ -95,7 +113,7 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, st
 		if err := c.processGroup(ctx, groupID); err != nil {
 			return 0, err
 		}
-		in := &intent{State: intentPending, Strict: strict}
+		in := &intent{State: intentPending, Strict: w == welcomesStrict, Deliver: w == welcomesDelivered}
 		err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
 			g, err := tx.Groups().Get(ctx, groupID)
 			if err != nil {
@@ -173,6 +191,9 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 	switch in.State {
 	case intentMerged:
 		if err := c.sendWelcomes(ctx, groupID, in); err != nil {
+			if in.Deliver {
+				return in.MergedAt, true, c.holdWelcomes(ctx, groupID, in, err)
+			}
 			return in.MergedAt, false, err
 		}
 		return in.MergedAt, true, c.dropIntent(ctx, groupID, false, nil)
@@ -226,7 +247,7 @@ func (c *Client) sendWelcomes(ctx context.Context, groupID []byte, in *intent) e
 	for len(envs) > 0 {
 		n := min(len(envs), 256)
 		if _, err := publishRetry(ctx, c.deps.Transport, envs[:n]); err != nil {
-			if errors.Is(err, ports.ErrInvalidArgument) && !in.Strict {
+			if errors.Is(err, ports.ErrInvalidArgument) && !in.Strict && !in.Deliver {
 				c.logger.Error("welcomes refused by the delivery service", "group", fmt.Sprintf("%x", groupID), "err", err)
 				return nil
 			}

@@ -91,6 +91,24 @@ type CommitRejectedEvent struct {
 	Reason           string
 }
 
+// WelcomesPendingEvent reports that the delivery service did not store
+// the Welcomes of this installation's merged commit (a readd's, COMP-243):
+// the client keeps them and publishes them again, with a growing delay,
+// until they are stored. Attempts counts the publishes so far.
+type WelcomesPendingEvent struct {
+	GroupID          []byte
+	CommitSequenceID uint64
+	Attempts         int
+	Reason           string
+}
+
+// WelcomesStoredEvent reports that Welcomes kept after a refusal were
+// stored at last.
+type WelcomesStoredEvent struct {
+	GroupID          []byte
+	CommitSequenceID uint64
+}
+
 // RecoveryEvent reports a step of a fork repair (fork-recovery sections 6
 // and 7): a readd request sent, received or dropped, a readd commit
 // published or deferred.
@@ -98,14 +116,16 @@ type RecoveryEvent struct {
 	recovery.Event
 }
 
-func (JoinedEvent) event()         {}
-func (RecoveryEvent) event()       {}
-func (MessageEvent) event()        {}
-func (MembershipEvent) event()     {}
-func (MetadataEvent) event()       {}
-func (ForkStateEvent) event()      {}
-func (WelcomeEvent) event()        {}
-func (CommitRejectedEvent) event() {}
+func (JoinedEvent) event()          {}
+func (RecoveryEvent) event()        {}
+func (MessageEvent) event()         {}
+func (MembershipEvent) event()      {}
+func (MetadataEvent) event()        {}
+func (ForkStateEvent) event()       {}
+func (WelcomeEvent) event()         {}
+func (CommitRejectedEvent) event()  {}
+func (WelcomesPendingEvent) event() {}
+func (WelcomesStoredEvent) event()  {}
 
 // eventQueue delivers events to one channel without ever blocking the
 // code that emits them: events wait in a bounded queue, and when the app

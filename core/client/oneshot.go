@@ -48,7 +48,7 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 	if err != nil {
 		return nil, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
-	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, cands), true); err != nil {
+	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, cands), welcomesStrict); err != nil {
 		// Nothing processes a one-shot group again: its intent goes.
 		if derr := c.dropIntent(ctx, cv.id, true, nil); derr != nil {
 			c.logErr("drop one-shot intent", derr)
@@ -110,7 +110,7 @@ func (h recoveryHost) CatchUp(ctx context.Context, groupID []byte) error {
 }
 
 func (h recoveryHost) Commit(ctx context.Context, groupID []byte, build recovery.Build) (uint64, error) {
-	return h.c.commit(ctx, groupID, builder(build))
+	return h.c.commitAs(ctx, groupID, builder(build), welcomesDelivered)
 }
 
 func (h recoveryHost) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage, inboxes ...string) ([]byte, error) {

@@ -23,6 +23,10 @@ import (
 var (
 	// ErrConfig reports a Recovery built without a required dependency.
 	ErrConfig = errors.New("recovery configuration")
+	// ErrWelcomeNotStored is wrapped by a [Host.Commit] of a commit with
+	// Welcomes that merged while its Welcomes could not be stored yet: the
+	// host keeps them and publishes them again until they are stored.
+	ErrWelcomeNotStored = errors.New("welcomes not stored yet")
 	// ErrNotSent is wrapped by a [Host.SendOneshot] failure after which no
 	// recipient can hold the message: nothing that carries it was stored
 	// by the delivery service.
@@ -122,6 +126,11 @@ const (
 	// ReaddDeferred: no valid key package of InstallationKey was found; no
 	// readd of it starts before the refresh interval passed (FORK-062).
 	ReaddDeferred EventKind = "readd deferred"
+	// ReaddWelcomePending: this installation's readd commit of
+	// InstallationKey merged at CommitSequenceID but the delivery service
+	// did not store its Welcome (Reason says why); the host publishes it
+	// again until it is stored (FORK-062) and reports when it is.
+	ReaddWelcomePending EventKind = "readd welcome pending"
 )
 
 // Event reports one step of a repair.

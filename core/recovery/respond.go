@@ -231,6 +231,14 @@ func (r *Recovery) readd(ctx context.Context, gid []byte, leaf ports.Member) err
 	if errors.As(err, &d) {
 		return r.decide(ctx, gid, key, d)
 	}
+	if errors.Is(err, ErrWelcomeNotStored) {
+		// FORK-062: the readd is answered once its Welcome is stored; the
+		// host keeps publishing it, and the request stays answered by this
+		// commit (FORK-064), so no second readd removes the member again.
+		r.o.Logger.Warn("readd welcome not stored yet", "group", fmt.Sprintf("%x", gid), "installation", fmt.Sprintf("%x", key), "err", err)
+		r.emit(Event{Kind: ReaddWelcomePending, GroupID: gid, InstallationKey: key, CommitSequenceID: seq, Reason: err.Error()})
+		return nil
+	}
 	if err != nil {
 		return err
 	}

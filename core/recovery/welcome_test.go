@@ -1,0 +1,71 @@
+package recovery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/adapters/clock"
+	"github.com/regroup-mls/regroup/internal/world"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/ports/mlsfault"
+)
+
+// heldWelcomeKeys returns the keys of m's Welcome outbox (COMP-243).
+func heldWelcomeKeys(t *testing.T, m *world.Member) []string {
+	t.Helper()
+	var keys []string
+	m.Tx(func(tx ports.Tx) error {
+		var err error
+		keys, err = tx.Blobs().Keys(m.W.Ctx, "client.welcome-outbox", "")
+		return err
+	})
+	return keys
+}
+
+// FORK-062: the readd commit's Welcome must be sent. When the delivery
+// service refuses it, the readder keeps it and publishes it again, with a
+// growing delay, until it is stored; meanwhile it answers no second readd
+// (FORK-064), and the requester rejoins once it is stored.
+func TestFORK062_RefusedReaddWelcomeIsKeptUntilStored(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	var ft *faultTransport
+	clk := clock.NewFake(time.Now())
+	alice := w.Member("alice", world.Config{Clock: clk, Transport: func(tr ports.Transport) ports.Transport { ft = wrapFaults(tr); return ft }})
+	bob := w.Member("bob", world.Config{Options: requester})
+	all := []*world.Member{alice, bob}
+	id := group(t, alice, bob)
+	refused := publishFault{err: ports.ErrInvalidArgument}
+	ft.failWelcomes(refused, refused)
+
+	fork(t, id, bob, mlsfault.MisrecordAuthenticator, alice)
+	world.SyncAll(all...)
+	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
+		t.Fatalf("alice merged readds of bob at %v; want one", got)
+	}
+	if bob.Info(id).Active {
+		t.Fatal("bob is active although the readd Welcome was refused")
+	}
+	if n := len(heldWelcomeKeys(t, alice)); n != 1 {
+		t.Fatalf("alice holds %d refused Welcomes; want the readd's", n)
+	}
+	// The second publish, one second later, is refused too; the third,
+	// after the doubled delay, is stored.
+	clk.Advance(time.Second)
+	world.SyncAll(all...)
+	if bob.Info(id).Active || len(heldWelcomeKeys(t, alice)) != 1 {
+		t.Fatal("the Welcome was given up, or stored, after its second refusal")
+	}
+	clk.Advance(2 * time.Second)
+	world.SyncAll(all...)
+	if n := len(heldWelcomeKeys(t, alice)); n != 0 {
+		t.Fatalf("alice still holds %d Welcomes after the delivery service took them", n)
+	}
+	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
+		t.Fatalf("alice merged readds of bob at %v; want still one (FORK-064)", got)
+	}
+	if !bob.Info(id).Active {
+		t.Fatal("bob did not rejoin from the Welcome stored at last")
+	}
+	healthy(t, id, alice, all...)
+}
