@@ -66,6 +66,7 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 	if !g.Active {
 		return nil
 	}
+	oneshot := g.ConversationType == ports.ConversationOneshot
 	key := string(groupID)
 	pass := c.tails.Start(key, g.Cursor)
 	defer pass.End()
@@ -90,7 +91,9 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			for _, r := range out.recorded {
 				c.log.Notify(r)
 			}
-			c.events.emit(out.events...)
+			if !oneshot { // FORK-052: a one-shot group is never streamed
+				c.events.emit(out.events...)
+			}
 			if out.merged {
 				c.logDue(groupID)
 			}

@@ -157,15 +157,31 @@ func TestFORK051_OneRequestPerFork(t *testing.T) {
 
 // FORK-052: a one-shot group is acted on and never listed: the readder
 // keeps the request, holds no conversation, record or join event for the
-// one-shot group, and the requester does not list its own either.
+// one-shot group, and the requester does not list its own either, nor
+// stream any event that names it (its own add commit's membership, a
+// Welcome outcome on its other installation).
 func TestFORK052_OneshotNeverListed(t *testing.T) {
 	t.Parallel()
 	w := world.New(t, "embedded")
 	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
 	bob := w.Member("bob", world.Config{Options: requester})
-	id := group(t, alice, bob)
+	bob2 := w.Member("bob2", world.Config{RecoveryKey: bob.C.Identity().RecoveryKey})
+	id := group(t, alice, bob, bob2)
+	drainEvents(bob, bob2)
 	fork(t, id, bob, mlsfault.MisrecordAuthenticator, alice)
 	alice.Sync()
+	bob2.Sync()
+	// Nothing the requester's installations stream names the one-shot
+	// group: not its own commit's membership, nor a Welcome outcome.
+	defer func() {
+		for _, m := range []*world.Member{bob, bob2} {
+			for _, ev := range drainEvents(m) {
+				if gid := eventGroup(ev); gid != nil && !bytes.Equal(gid, id) {
+					t.Errorf("%s streamed %T for the one-shot group %x", m.Name, ev, gid)
+				}
+			}
+		}
+	}()
 	os := oneshots(t, bob)
 	if len(os) != 1 {
 		t.Fatalf("bob created %d one-shot groups", len(os))
@@ -776,4 +792,46 @@ func TestCOMP208_DivergedNeedsTheOptIn(t *testing.T) {
 	if a, b := alice.Info(id), bob.Info(id); bytes.Equal(a.EpochAuthenticator, b.EpochAuthenticator) {
 		t.Fatal("bob holds the group's state")
 	}
+}
+
+// drainEvents returns the events the members' clients queued so far.
+func drainEvents(ms ...*world.Member) []client.Event {
+	var out []client.Event
+	for _, m := range ms {
+		for {
+			// The queue hands events over one at a time: wait a moment for
+			// the next before deciding there is none.
+			select {
+			case ev := <-m.C.Events():
+				out = append(out, ev)
+				continue
+			case <-time.After(100 * time.Millisecond):
+			}
+			break
+		}
+	}
+	return out
+}
+
+// eventGroup returns the group an event names, nil for none.
+func eventGroup(ev client.Event) []byte {
+	switch e := ev.(type) {
+	case client.JoinedEvent:
+		return e.GroupID
+	case client.MessageEvent:
+		return e.Message.GroupID
+	case client.MembershipEvent:
+		return e.GroupID
+	case client.MetadataEvent:
+		return e.GroupID
+	case client.ForkStateEvent:
+		return e.GroupID
+	case client.WelcomeEvent:
+		return e.GroupID
+	case client.CommitRejectedEvent:
+		return e.GroupID
+	case client.RecoveryEvent:
+		return e.GroupID
+	}
+	return nil
 }
