@@ -67,6 +67,20 @@ type ProcessError struct {
 	MessageEpoch uint64
 	// Err is the failure.
 	Err error
+	// Authenticated reports that the engine verified the message as its
+	// sender's (signature and membership tag, or decryption) before it
+	// refused it: the refusal is of a member's message, not of bytes the
+	// delivery service placed. An engine that cannot tell leaves it
+	// false; the client then waits for a later authenticated envelope
+	// before it records the refusal (COMP-240).
+	Authenticated bool
+}
+
+// Authenticated reports whether err is a [*ProcessError] of a message the
+// engine authenticated before it refused it.
+func Authenticated(err error) bool {
+	var pe *ProcessError
+	return errors.As(err, &pe) && pe.Authenticated
 }
 
 func (e *ProcessError) Error() string { return e.Err.Error() }

@@ -271,7 +271,14 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		if !messageFailure(err) {
 			return nil, err
 		}
-		return &deferred{e: e, h: h, mls: true, before: before, err: err}, nil
+		if !ports.Authenticated(err) {
+			return &deferred{e: e, h: h, mls: true, before: before, err: err}, nil
+		}
+		// A member's message the engine refused: terminal at once.
+		if err := cover(); err != nil {
+			return nil, err
+		}
+		return nil, c.failed(ctx, tx, g, e, h, before, err, out)
 	}
 	if err := cover(); err != nil {
 		return nil, err

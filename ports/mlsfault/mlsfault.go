@@ -186,7 +186,7 @@ func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, message []by
 	if err != nil || p.Kind != ports.ProcessedCommit || p.Own || !e.fire(groupID, RefuseWinner, p.Epoch) {
 		return p, err
 	}
-	refused := &ports.ProcessError{MessageEpoch: p.Epoch,
+	refused := &ports.ProcessError{MessageEpoch: p.Epoch, Authenticated: true, // the wrapped engine processed it
 		Err: fmt.Errorf("%w: %w: refused the winning commit of epoch %d", ports.ErrInvalid, ErrInjected, p.Epoch)}
 	if _, err := e.pending(ctx, tx, groupID); err == nil {
 		return ports.Processed{}, refused // its own commit merges when it is read back
