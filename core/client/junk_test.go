@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -274,5 +275,46 @@ func TestCOMP240_JunkFloodCostsBoundedPasses(t *testing.T) {
 	}
 	if c := cursorOf(t, bob, g.ID()); c >= base {
 		t.Fatalf("bob's cursor moved to %d, into the junk", c)
+	}
+}
+
+// TestFORK063_RemovedFloorIsNoFloor: a commit that removes the minimum
+// protocol version component leaves every member's stored floor empty,
+// not the value before it, so the next readd raises it again (FORK-063).
+func TestFORK063_RemovedFloorIsNoFloor(t *testing.T) {
+	w := world.New(t, "embedded")
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	if v := bob.Info(g.ID()).MinProtocolVersion; v == "" {
+		t.Fatal("the group starts without a floor; the case needs one")
+	}
+	commitRaw(alice, g.ID(), func(v ports.GroupView) ports.CommitOptions {
+		d, err := metadata.FromExtensions(v.Extensions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept metadata.Dictionary
+		for _, c := range d.Components {
+			if c.ID != metadata.ComponentMinProtocol {
+				kept = kept.Set(c.ID, c.Data)
+			}
+		}
+		exts, err := kept.Apply(v.Extensions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ports.CommitOptions{GroupContextExtensions: exts}
+	})
+	world.SyncAll(alice, bob)
+	world.Agree(t, g.ID(), alice, bob)
+	for _, m := range []*world.Member{alice, bob} {
+		if v := m.Info(g.ID()).MinProtocolVersion; v != "" {
+			t.Errorf("%s still stores the removed floor %q", m.Name, v)
+		}
 	}
 }

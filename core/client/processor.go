@@ -423,14 +423,20 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		Content: upd.encode(), SentAt: e.at}); err != nil {
 		return err
 	}
+	// The stored floor follows the component, its removal included: a
+	// floor a commit removed is no floor (FORK-063 raises it again).
+	floor := ""
 	if d, err := metadata.FromExtensions(after.Extensions); err == nil {
 		if v, ok, err := d.MinProtocolVersion(); ok && err == nil {
-			if err := tx.Groups().Update(ctx, g.ID, func(gr *ports.Group) error {
-				gr.MinProtocolVersion = v.String()
-				return nil
-			}); err != nil {
-				return err
-			}
+			floor = v.String()
+		}
+	}
+	if floor != g.MinProtocolVersion {
+		if err := tx.Groups().Update(ctx, g.ID, func(gr *ports.Group) error {
+			gr.MinProtocolVersion = floor
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
 	out.merged, out.inactive = true, !after.Active
