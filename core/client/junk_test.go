@@ -14,15 +14,19 @@ import (
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // lying is a delivery service that serves, besides what it holds,
 // envelopes it placed at sequence ids of its own choosing.
 type lying struct {
 	ports.Transport
-	mu     sync.Mutex
-	placed map[string][]*backendpb.OriginatorEnvelope
-	served map[string]int // envelopes served per topic
+	mu      sync.Mutex
+	placed  map[string][]*backendpb.OriginatorEnvelope
+	served  map[string]int // envelopes served per topic
+	queries map[string]int // queries per topic
+	// moved serves the real envelope at a key's id at the value's instead.
+	moved map[uint64]uint64
 }
 
 func newLying(inner ports.Transport) *lying {
@@ -44,6 +48,17 @@ func (l *lying) Query(ctx context.Context, topic []byte, after uint64, limit int
 		return nil, err
 	}
 	l.mu.Lock()
+	if l.queries == nil {
+		l.queries = map[string]int{}
+	}
+	l.queries[string(topic)]++
+	for i, e := range envs {
+		if to, ok := l.moved[e.GetSequenceId()]; ok {
+			c := proto.Clone(e).(*backendpb.OriginatorEnvelope)
+			c.SequenceId = to
+			envs[i] = c
+		}
+	}
 	for _, p := range l.placed[string(topic)] {
 		if p.GetSequenceId() > after {
 			envs = append(envs, p)
@@ -58,6 +73,16 @@ func (l *lying) Query(ctx context.Context, topic []byte, after uint64, limit int
 	l.served[string(topic)] += len(envs)
 	l.mu.Unlock()
 	return envs, nil
+}
+
+// move serves the real envelope at id from at id to from now on.
+func (l *lying) move(from, to uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.moved == nil {
+		l.moved = map[uint64]uint64{}
+	}
+	l.moved[from] = to
 }
 
 // junkCommit is a PublicMessage whose header names a commit of the group
@@ -317,4 +342,13 @@ func TestFORK063_RemovedFloorIsNoFloor(t *testing.T) {
 			t.Errorf("%s still stores the removed floor %q", m.Name, v)
 		}
 	}
+}
+
+// queriesSince returns the queries of topic since the last call.
+func (l *lying) queriesSince(topic []byte) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.queries[string(topic)]
+	l.queries[string(topic)] = 0
+	return n
 }

@@ -77,7 +77,7 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		if err != nil {
 			return fmt.Errorf("read group %x: %w", groupID, err)
 		}
-		readAny := false
+		start := pass.Pos()
 		var batch []*envelope
 		flush := func() (stop bool, err error) {
 			if len(batch) == 0 {
@@ -106,7 +106,6 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			if seq <= pass.Pos() || seq > math.MaxInt64 || (len(batch) > 0 && seq <= batch[len(batch)-1].seq) {
 				continue
 			}
-			readAny = true
 			e := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
 			batch = append(batch, e)
 			if h, ok := peekHeader(e.payload); (ok && h.commit()) || len(batch) == batchSize {
@@ -118,7 +117,7 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		if stop, err := flush(); err != nil || stop {
 			return err
 		}
-		if !pass.EndPage(readAny) {
+		if !pass.EndPage(pass.Pos() > start) {
 			return nil
 		}
 	}
@@ -155,7 +154,7 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 		}
 		last := g.Cursor
 		for _, e := range batch {
-			if e.seq <= last || out.inactive || !g.Active {
+			if e.seq <= last || out.inactive { // processGroup reads active groups only
 				continue
 			}
 			if nj.has(e) {

@@ -92,6 +92,9 @@ type Config struct {
 	// Transport, when set, wraps the member's transport (to inject
 	// delivery failures).
 	Transport func(ports.Transport) ports.Transport
+	// MLS, when set, wraps the member's engine, outside its
+	// [mlsfault.Engine] (to inject failures of the engine itself).
+	MLS func(ports.MLS) ports.MLS
 	// Injector builds the member through the root package's injector of
 	// the mode (NewEmbedded, or NewNetworked), as an app does, instead of
 	// from the providers: the member then has no Engine, Store or
@@ -168,8 +171,12 @@ func (w *World) Member(name string, cfg Config) *Member {
 		w.T.Fatal(err)
 	}
 	eng := mlsfault.Wrap(inner)
+	var mls ports.MLS = eng
+	if cfg.MLS != nil {
+		mls = cfg.MLS(eng)
+	}
 	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk, Path: path,
-		deps: client.Deps{Store: store, MLS: eng, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
+		deps: client.Deps{Store: store, MLS: mls, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
 	m.start(cfg.Options)
 	return m
 }
