@@ -69,3 +69,35 @@ func TestFORK062_RefusedReaddWelcomeIsKeptUntilStored(t *testing.T) {
 	}
 	healthy(t, id, alice, all...)
 }
+
+// FORK-089: a readd commit that removes and adds a publisher installation
+// in the same commit gives it a publisher boundary at that commit, at
+// every member, whoever published the readd.
+func TestFORK089_ReaddedPublisherGetsABoundary(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{})
+	carol := w.Member("carol", world.Config{Options: requester})
+	all := []*world.Member{alice, bob, carol}
+	id := group(t, alice, bob, carol)
+	if err := alice.Conv(id).SetSuperAdmins(w.Ctx, alice.C.InboxID(), carol.C.InboxID()); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(all...)
+	fork(t, id, carol, mlsfault.MisrecordAuthenticator, alice)
+	world.SyncAll(all...)
+	readds := readdsOf(t, bob, id, key(carol))
+	if len(readds) != 1 {
+		t.Fatalf("bob merged readds of carol at %v; want one", readds)
+	}
+	var bounds map[string]uint64
+	bob.Tx(func(tx ports.Tx) error {
+		var err error
+		bounds, err = tx.ReaderAdmission().Boundaries(w.Ctx, id)
+		return err
+	})
+	if got := bounds[string(key(carol))]; got != readds[0] {
+		t.Fatalf("bob's boundary for carol is %d; want the readd commit %d", got, readds[0])
+	}
+}
