@@ -9,6 +9,7 @@ import (
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -140,7 +141,7 @@ func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder 
 // anyone, and so does the creator of a one-shot group, its only super
 // admin (COMP-200); any member adds its own inbox's installations.
 func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
-	r, err := rolesOf(view)
+	r, err := policy.RolesOf(view)
 	if err != nil {
 		return err
 	}
@@ -148,9 +149,9 @@ func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
 	for _, inbox := range inboxes {
 		switch {
 		case inbox == me:
-		case r.ct == ports.ConversationDM && slices.Contains(r.dmMembers, inbox):
-		case r.ct == ports.ConversationGroup && r.admin(me):
-		case r.ct == ports.ConversationOneshot && r.superAdmin(me):
+		case r.ConversationType == ports.ConversationDM && slices.Contains(r.DMMembers, inbox):
+		case r.ConversationType == ports.ConversationGroup && r.Admin(me):
+		case r.ConversationType == ports.ConversationOneshot && r.SuperAdmin(me):
 		default:
 			return fmt.Errorf("add %s: %w", inbox, ErrNotPermitted)
 		}
@@ -166,7 +167,7 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 		return fmt.Errorf("remove: %w: a member cannot remove its own inbox by commit", ErrNotPermitted)
 	}
 	_, err := cv.c.commit(ctx, cv.id, func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
-		r, err := rolesOf(view)
+		r, err := policy.RolesOf(view)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
@@ -181,7 +182,7 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 		}
 		var opts ports.CommitOptions
 		for _, inbox := range inboxes {
-			if r.ct == ports.ConversationDM || !r.admin(me) || (r.superAdmin(inbox) && !r.superAdmin(me)) {
+			if r.ConversationType == ports.ConversationDM || !r.Admin(me) || (r.SuperAdmin(inbox) && !r.SuperAdmin(me)) {
 				return ports.CommitOptions{}, nil, fmt.Errorf("remove %s: %w", inbox, ErrNotPermitted)
 			}
 			found := false
@@ -196,9 +197,9 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 			delete(mem, inbox)
 		}
 		d = d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem))
-		if r.ct == ports.ConversationGroup {
-			d = d.Set(metadata.ComponentSuperAdminList, metadata.EncodeInboxList(without(r.superAdmins, inboxes))).
-				Set(metadata.ComponentAdminList, metadata.EncodeInboxList(without(r.admins, inboxes)))
+		if r.ConversationType == ports.ConversationGroup {
+			d = d.Set(metadata.ComponentSuperAdminList, metadata.EncodeInboxList(without(r.SuperAdmins, inboxes))).
+				Set(metadata.ComponentAdminList, metadata.EncodeInboxList(without(r.Admins, inboxes)))
 		}
 		if opts.GroupContextExtensions, err = d.Apply(view.Extensions); err != nil {
 			return ports.CommitOptions{}, nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -65,8 +66,8 @@ func (cv *Conversation) Info(ctx context.Context) (Info, error) {
 
 // SetName changes the group's name. Admins and super admins may.
 func (cv *Conversation) SetName(ctx context.Context, name string) error {
-	return cv.updateMetadata(ctx, func(d metadata.Dictionary, r roles) (metadata.Dictionary, error) {
-		if err := r.mayChange(metadata.ComponentName, cv.c.InboxID()); err != nil {
+	return cv.updateMetadata(ctx, func(d metadata.Dictionary, r policy.Roles) (metadata.Dictionary, error) {
+		if err := r.MayChange(metadata.ComponentName, cv.c.InboxID()); err != nil {
 			return d, fmt.Errorf("%w: %v", ErrNotPermitted, err)
 		}
 		return d.Set(metadata.ComponentName, []byte(name)), nil
@@ -89,8 +90,8 @@ func (cv *Conversation) SetSuperAdmins(ctx context.Context, inboxes ...string) e
 }
 
 func (cv *Conversation) setList(ctx context.Context, id uint16, inboxes []string) error {
-	return cv.updateMetadata(ctx, func(d metadata.Dictionary, r roles) (metadata.Dictionary, error) {
-		if err := r.mayChange(id, cv.c.InboxID()); err != nil {
+	return cv.updateMetadata(ctx, func(d metadata.Dictionary, r policy.Roles) (metadata.Dictionary, error) {
+		if err := r.MayChange(id, cv.c.InboxID()); err != nil {
 			return d, fmt.Errorf("%w: %v", ErrNotPermitted, err)
 		}
 		mem, err := d.Membership()
@@ -107,9 +108,9 @@ func (cv *Conversation) setList(ctx context.Context, id uint16, inboxes []string
 }
 
 // updateMetadata commits a change of the group's metadata components.
-func (cv *Conversation) updateMetadata(ctx context.Context, fn func(metadata.Dictionary, roles) (metadata.Dictionary, error)) error {
+func (cv *Conversation) updateMetadata(ctx context.Context, fn func(metadata.Dictionary, policy.Roles) (metadata.Dictionary, error)) error {
 	_, err := cv.c.commit(ctx, cv.id, func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
-		r, err := rolesOf(view)
+		r, err := policy.RolesOf(view)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -349,9 +350,9 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err != nil {
 		return err
 	}
-	ch, err := diffViews(before, *p.Staged, p.Proposals)
+	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
 	if err == nil {
-		err = checkCommit(before, *p.Staged, p.Sender, p.SenderType, ch)
+		err = policy.Check(before, *p.Staged, p.Sender, p.SenderType, ch)
 	}
 	if err != nil {
 		// Every member rejects it, this installation's own commit included,
@@ -399,13 +400,13 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 // merged records a merged commit: the commit-log entry, the group-update
 // record that is the commit's retained role evidence, the group's new
 // minimum protocol version, and the events.
-func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before, after ports.GroupView, sender ports.Member, ch change, out *outcome) error {
+func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before, after ports.GroupView, sender ports.Member, ch policy.Change, out *outcome) error {
 	var readded [][]byte
-	for _, m := range ch.readded {
+	for _, m := range ch.Readded {
 		readded = append(readded, m.SignatureKey)
 	}
 	rec, err := c.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: g.ID, CommitSequenceID: e.seq, Before: before, After: after,
-		Readded: readded, ChangeClass: ch.class(), AddedSuperAdmins: ch.addedSuperAdmins, RoleEvidence: true})
+		Readded: readded, ChangeClass: ch.Class(), AddedSuperAdmins: ch.AddedSuperAdmins, RoleEvidence: true})
 	if err != nil {
 		return err
 	}
@@ -415,8 +416,8 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		}
 	}
 	out.recorded = append(out.recorded, rec)
-	upd := groupUpdate{Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded,
-		AddedSuperAdmins: ch.addedSuperAdmins, Components: ch.components}
+	upd := groupUpdate{Added: ch.AddedInboxes, Removed: ch.RemovedInboxes, Readded: readded,
+		AddedSuperAdmins: ch.AddedSuperAdmins, Components: ch.Components}
 	if _, _, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: ports.MessageGroupUpdated,
 		SenderInbox: sender.InboxID, SenderInstallation: sender.SignatureKey, Epoch: before.Epoch,
 		Content: upd.encode(), SentAt: e.at}); err != nil {
@@ -439,11 +440,11 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		}
 	}
 	out.merged, out.inactive = true, !after.Active
-	if len(ch.added)+len(ch.removed)+len(ch.readded) > 0 || !after.Active {
+	if len(ch.Added)+len(ch.Removed)+len(ch.Readded) > 0 || !after.Active {
 		out.events = append(out.events, MembershipEvent{GroupID: g.ID, CommitSequenceID: e.seq,
-			Added: ch.addedInboxes, Removed: ch.removedInboxes, Readded: readded, RemovedSelf: !after.Active})
+			Added: ch.AddedInboxes, Removed: ch.RemovedInboxes, Readded: readded, RemovedSelf: !after.Active})
 	}
-	if names := componentNames(ch.components); len(names) > 0 {
+	if names := componentNames(ch.Components); len(names) > 0 {
 		out.events = append(out.events, MetadataEvent{GroupID: g.ID, CommitSequenceID: e.seq, Changed: names})
 	}
 	return nil

@@ -1,4 +1,4 @@
-package client
+package policy
 
 import (
 	"errors"
@@ -53,11 +53,11 @@ func leaf(i uint32, inbox string) ports.Member {
 func check(t *testing.T, before, after groupState, by ports.Member, proposals ...ports.Proposal) error {
 	t.Helper()
 	b, a := before.view(), after.view()
-	ch, err := diffViews(b, a, proposals)
+	ch, err := Diff(b, a, proposals)
 	if err != nil {
 		t.Fatalf("diff: %v", err)
 	}
-	return checkCommit(b, a, by, ports.SenderMember, ch)
+	return Check(b, a, by, ports.SenderMember, ch)
 }
 
 // readdOf is the Remove and Add proposals of a readd of m.
@@ -142,7 +142,7 @@ func TestCOMP180_GroupPermissions(t *testing.T) {
 			if c.permit && err != nil {
 				t.Fatalf("refused: %v", err)
 			}
-			if !c.permit && !errors.Is(err, errPermission) {
+			if !c.permit && !errors.Is(err, ErrNotPermitted) {
 				t.Fatalf("permitted (err %v); want a refusal", err)
 			}
 		})
@@ -157,7 +157,7 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 	base := groupState{ct: ports.ConversationDM, dm: [2]string{"a", "b"}, members: []ports.Member{a, b}}
 	third := base
 	third.members = []ports.Member{a, b, leaf(2, "c")}
-	if err := check(t, base, third, a); !errors.Is(err, errPermission) {
+	if err := check(t, base, third, a); !errors.Is(err, ErrNotPermitted) {
 		t.Errorf("a third inbox joined a DM: %v", err)
 	}
 	second := base
@@ -167,7 +167,7 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 	}
 	removed := base
 	removed.members = []ports.Member{a}
-	if err := check(t, base, removed, a); !errors.Is(err, errPermission) {
+	if err := check(t, base, removed, a); !errors.Is(err, ErrNotPermitted) {
 		t.Errorf("a DM member removed the other: %v", err)
 	}
 	if err := check(t, base, base, a, readdOf(b)...); err != nil {
@@ -187,8 +187,8 @@ func TestCOMP181_DMPermissions(t *testing.T) {
 func TestCOMP180_ExternalSenderRefused(t *testing.T) {
 	s := groupState{ct: ports.ConversationGroup, superAdmins: []string{"a"}, members: []ports.Member{leaf(0, "a")}}
 	v := s.view()
-	ch, _ := diffViews(v, v, nil)
-	if err := checkCommit(v, v, leaf(0, "a"), ports.SenderNewMemberCommit, ch); !errors.Is(err, errPermission) {
+	ch, _ := Diff(v, v, nil)
+	if err := Check(v, v, leaf(0, "a"), ports.SenderNewMemberCommit, ch); !errors.Is(err, ErrNotPermitted) {
 		t.Errorf("external commit = %v", err)
 	}
 }

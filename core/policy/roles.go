@@ -1,0 +1,81 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// Roles are the inbox roles of a group state.
+type Roles struct {
+	ConversationType    ports.ConversationType
+	SuperAdmins, Admins []string
+	// DMMembers are a DM's two inboxes.
+	DMMembers []string
+}
+
+// RolesOf reads the roles of a group state from its metadata.
+func RolesOf(view ports.GroupView) (Roles, error) {
+	d, err := metadata.FromExtensions(view.Extensions)
+	if err != nil {
+		return Roles{}, err
+	}
+	var r Roles
+	if r.ConversationType, err = d.ConversationType(); err != nil {
+		return Roles{}, err
+	}
+	switch r.ConversationType {
+	case ports.ConversationDM:
+		one, two, err := d.DMMembers()
+		if err != nil {
+			return Roles{}, err
+		}
+		r.DMMembers = []string{one, two}
+	default:
+		r.SuperAdmins, _ = d.SuperAdmins()
+		r.Admins, _ = d.Admins()
+	}
+	return r, nil
+}
+
+// SuperAdmin reports whether inbox is a super admin.
+func (r Roles) SuperAdmin(inbox string) bool { return slices.Contains(r.SuperAdmins, inbox) }
+
+// Admin reports whether inbox is an admin or a super admin.
+func (r Roles) Admin(inbox string) bool {
+	return r.SuperAdmin(inbox) || slices.Contains(r.Admins, inbox)
+}
+
+// MayReadd reports the readd exception (GMOD-052): super admins of a
+// group and members of a DM may remove and re-add one installation.
+func (r Roles) MayReadd(inbox string) bool {
+	if r.ConversationType == ports.ConversationDM {
+		return slices.Contains(r.DMMembers, inbox)
+	}
+	return r.SuperAdmin(inbox)
+}
+
+// MayChange applies the metadata rules: the admin lists and the minimum
+// protocol version are the super admins' (or, in a DM, its members'); the
+// name is the admins'; GROUP_MEMBERSHIP follows the membership change and
+// is checked by checkMembershipComponent.
+func (r Roles) MayChange(id uint16, by string) error {
+	switch id {
+	case metadata.ComponentGroupMembership:
+		return nil
+	case metadata.ComponentSuperAdminList, metadata.ComponentAdminList, metadata.ComponentMinProtocol:
+		if r.ConversationType == ports.ConversationDM && id == metadata.ComponentMinProtocol && slices.Contains(r.DMMembers, by) {
+			return nil
+		}
+		if r.SuperAdmin(by) {
+			return nil
+		}
+	case metadata.ComponentName:
+		if r.ConversationType != ports.ConversationDM && r.Admin(by) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s may not change component 0x%04x", ErrNotPermitted, by, id)
+}
