@@ -352,7 +352,8 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	}
 	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
 	if err == nil {
-		err = policy.Check(before, *p.Staged, p.Sender, p.SenderType, ch)
+		err = policy.Check(policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
+			Proposals: p.Proposals, SequenceID: e.seq}, ch)
 	}
 	if err != nil {
 		// Every member rejects it, this installation's own commit included,

@@ -8,11 +8,30 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// Check applies the permission rules (COMP-180 to COMP-183) and the
-// immutability of 0xBFxx components (COMP-012) to a commit by sender that
-// takes the group from before to after. A violation wraps ErrNotPermitted
-// and makes the commit invalid under GMOD-021.
-func Check(before, after ports.GroupView, sender ports.Member, kind ports.SenderType, ch Change) error {
+// Commit is a commit as the policy judges it.
+type Commit struct {
+	// Before and After are the group's states before and after the commit.
+	Before, After ports.GroupView
+	// Sender is the committer's leaf and SenderType its sender type.
+	Sender     ports.Member
+	SenderType ports.SenderType
+	// Proposals are the commit's proposals, inline and by reference, with
+	// their proposers.
+	Proposals []ports.Proposal
+	// SequenceID is the commit's sequence id on the group's topic, zero
+	// when it is not known yet (a committer checking its own commit).
+	SequenceID uint64
+}
+
+// Check applies the permission rules (COMP-180 to COMP-183), the
+// immutability of 0xBFxx components (COMP-012) and the receiver-side
+// rules of COMP-244 to COMP-248 (proposals judged by their proposers,
+// leaves that keep their credential, the GROUP_MEMBERSHIP entries and the
+// super admin list) to a commit whose change ch was computed by [Diff]. A
+// violation wraps ErrNotPermitted and makes the commit invalid under
+// GMOD-021 for every member.
+func Check(c Commit, ch Change) error {
+	before, after, sender, kind := c.Before, c.After, c.Sender, c.SenderType
 	r, err := RolesOf(before)
 	if err != nil {
 		return fmt.Errorf("%w: group metadata: %v", ErrNotPermitted, err)
@@ -28,6 +47,12 @@ func Check(before, after ports.GroupView, sender ports.Member, kind ports.Sender
 			return fmt.Errorf("%w: immutable component 0x%04x changed", ErrNotPermitted, id)
 		}
 	}
+	if err := checkByReference(r, before, c.Proposals); err != nil {
+		return err
+	}
+	if err := checkCredentials(before, after, c.Proposals); err != nil {
+		return err
+	}
 	by := sender.InboxID
 	for _, m := range ch.Readded {
 		if !r.MayReadd(by) {
@@ -35,29 +60,13 @@ func Check(before, after ports.GroupView, sender ports.Member, kind ports.Sender
 		}
 	}
 	for _, m := range ch.Added {
-		if m.InboxID == by && !slices.Contains(ch.AddedInboxes, by) {
-			continue // a member adds its own inbox's installations
-		}
-		if r.ConversationType == ports.ConversationDM {
-			if !slices.Contains(r.DMMembers, m.InboxID) {
-				return fmt.Errorf("%w: %s is not a member of this DM", ErrNotPermitted, m.InboxID)
-			}
-			continue
-		}
-		if !r.Admin(by) {
-			return fmt.Errorf("%w: %s may not add members", ErrNotPermitted, by)
+		if err := r.mayAdd(by, m, slices.Contains(ch.AddedInboxes, by)); err != nil {
+			return err
 		}
 	}
 	for _, m := range ch.Removed {
-		switch {
-		case m.InboxID == by:
-			// a member removes its own inbox's other installations
-		case r.ConversationType == ports.ConversationDM:
-			return fmt.Errorf("%w: a DM member may not remove %s", ErrNotPermitted, m.InboxID)
-		case r.SuperAdmin(m.InboxID) && !r.SuperAdmin(by):
-			return fmt.Errorf("%w: %s may not remove super admin %s", ErrNotPermitted, by, m.InboxID)
-		case !r.Admin(by):
-			return fmt.Errorf("%w: %s may not remove members", ErrNotPermitted, by)
+		if err := r.mayRemove(by, m); err != nil {
+			return err
 		}
 	}
 	for _, id := range ch.Components {
@@ -65,7 +74,13 @@ func Check(before, after ports.GroupView, sender ports.Member, kind ports.Sender
 			return err
 		}
 	}
-	return checkMembershipComponent(after, ch)
+	if err := checkSuperAdmins(r.ConversationType, after); err != nil {
+		return err
+	}
+	if err := checkMembershipComponent(after, ch); err != nil {
+		return err
+	}
+	return checkMembershipEntries(c, ch)
 }
 
 // checkMembershipComponent requires GROUP_MEMBERSHIP to name exactly the

@@ -79,3 +79,35 @@ func (r Roles) MayChange(id uint16, by string) error {
 	}
 	return fmt.Errorf("%w: %s may not change component 0x%04x", ErrNotPermitted, by, id)
 }
+
+// mayAdd applies the add rules to by adding the installation m; newInbox
+// reports that by's own inbox gains its first leaf in the same commit.
+func (r Roles) mayAdd(by string, m ports.Member, newInbox bool) error {
+	switch {
+	case m.InboxID == by && !newInbox:
+		return nil // a member adds its own inbox's installations
+	case r.ConversationType == ports.ConversationDM:
+		if !slices.Contains(r.DMMembers, m.InboxID) {
+			return fmt.Errorf("%w: %s is not a member of this DM", ErrNotPermitted, m.InboxID)
+		}
+		return nil
+	case !r.Admin(by):
+		return fmt.Errorf("%w: %s may not add members", ErrNotPermitted, by)
+	}
+	return nil
+}
+
+// mayRemove applies the removal rules to by removing the installation m.
+func (r Roles) mayRemove(by string, m ports.Member) error {
+	switch {
+	case m.InboxID == by:
+		return nil // a member removes its own inbox's other installations
+	case r.ConversationType == ports.ConversationDM:
+		return fmt.Errorf("%w: a DM member may not remove %s", ErrNotPermitted, m.InboxID)
+	case r.SuperAdmin(m.InboxID) && !r.SuperAdmin(by):
+		return fmt.Errorf("%w: %s may not remove super admin %s", ErrNotPermitted, by, m.InboxID)
+	case !r.Admin(by):
+		return fmt.Errorf("%w: %s may not remove members", ErrNotPermitted, by)
+	}
+	return nil
+}
