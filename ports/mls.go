@@ -247,6 +247,13 @@ type CommitOptions struct {
 	// ForcePath includes an UpdatePath even when the proposals do not need
 	// one.
 	ForcePath bool
+	// IncludeByReference, when set, decides which of the epoch's cached
+	// proposals — those other members sent on their own — the commit
+	// includes by reference; it is given each one with its Type, proposer
+	// and the fields of its kind (Removed, Extensions, Updated, and for an
+	// Add its KeyPackage and Added leaf without a leaf index). Nil
+	// includes every one RFC 9420 §12.2 allows.
+	IncludeByReference func(Proposal) bool
 }
 
 // CommitOutput is a built commit, pending until merged or cleared.
@@ -410,4 +417,30 @@ type MLSExternal interface {
 	// A GroupInfo that fails verification wraps [ErrInvalid]; one of
 	// another MLS version or cipher suite wraps [ErrUnsupported].
 	JoinExternal(ctx context.Context, tx Tx, groupInfo []byte, opts ExternalJoinOptions) (CommitOutput, error)
+}
+
+// ProposalOptions describe one proposal an engine sends on its own:
+// exactly one field is set.
+type ProposalOptions struct {
+	// Remove proposes removing the leaf at this index.
+	Remove *uint32
+	// Add proposes adding the installation of this key package.
+	Add []byte
+	// GroupContextExtensions proposes replacing the group context
+	// extensions.
+	GroupContextExtensions []Extension
+	// Update proposes a fresh encryption key for this installation's leaf.
+	Update bool
+}
+
+// MLSProposals is implemented by engines that send standalone proposals
+// (RFC 9420 §12.1), as a PublicMessage of the current epoch. regroup's
+// client never sends one (COMP-245); the capability serves interop and
+// tests that play a member that does. Detect it with a type assertion.
+type MLSProposals interface {
+	// Propose returns the MLSMessage of the proposal and keeps it for the
+	// epoch, so that a commit of this installation may include it by
+	// reference. An inactive group fails with an error wrapping
+	// [ErrInactive]; a malformed option with [ErrInvalidArgument].
+	Propose(ctx context.Context, tx Tx, groupID []byte, opts ProposalOptions) ([]byte, error)
 }

@@ -23,6 +23,11 @@ func (e *Engine) Commit(ctx context.Context, tx ports.Tx, groupID []byte, opts p
 		return ports.CommitOutput{}, err
 	}
 	co := &group.CommitOptions{Path: opts.ForcePath, WireFormat: framing.WirePublicMessage, TreeInWelcome: true}
+	if keep := opts.IncludeByReference; keep != nil {
+		co.KeepByReference = func(p *message.Proposal, s framing.Sender) bool {
+			return keep(cachedProposal(g, p, s))
+		}
+	}
 	if opts.GroupContextExtensions != nil {
 		co.Proposals = append(co.Proposals, &message.Proposal{Type: message.ProposalGroupContextExtensions,
 			GroupContextExtensions: &message.GroupContextExtensions{Extensions: toExtensions(opts.GroupContextExtensions)}})

@@ -130,6 +130,9 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 			if err != nil {
 				return err
 			}
+			if opts.IncludeByReference == nil {
+				opts.IncludeByReference = includeByReference
+			}
 			out, err := c.deps.MLS.Commit(ctx, tx, groupID, opts)
 			if err != nil {
 				return err
@@ -147,6 +150,19 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 	}
 	return 0, fmt.Errorf("commit: %w after %d attempts", ErrCommitLost, c.opts.CommitRetries)
 }
+
+// includeByReference is what this client's commits include of the
+// proposals other members sent on their own (COMP-245): only the draft
+// SelfRemove, a member's request to leave, which any member may commit.
+// Every other standalone proposal stays out, so that nothing a member
+// proposes can make an honest commit invalid or impossible to build.
+func includeByReference(p ports.Proposal) bool {
+	return p.Type == proposalSelfRemove && p.SenderType == ports.SenderMember
+}
+
+// proposalSelfRemove is draft-ietf-mls-extensions' SelfRemove proposal
+// type, a draft code point.
+const proposalSelfRemove uint16 = 0x000a
 
 // settleIntent finishes an intent left by an earlier attempt or process
 // before a new commit is built. The caller holds the group's lock.

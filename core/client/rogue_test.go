@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/internal/rogue"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
@@ -152,4 +153,74 @@ func resultOf(t *testing.T, m *world.Member, id []byte, seq uint64) ports.Commit
 		}
 	}
 	return 0
+}
+
+// TestCOMP245_ProposalsCannotRideOnHonestCommits: a plain member publishes
+// standalone proposals — removing another member, renaming the group,
+// making itself super admin, adding an outsider — and then the super admin
+// commits ordinary changes (a key update, a rename of her own). Her
+// commits carry none of the proposals (COMP-245), so they apply at every
+// member, none of the proposed changes takes effect, and her rename is
+// not stopped by the member's ("more than one GroupContextExtensions").
+// A commit that did carry them is refused by the proposer's role
+// (COMP-244, TestCOMP244_ProposalsByReferenceJudgedByProposer).
+func TestCOMP245_ProposalsCannotRideOnHonestCommits(t *testing.T) {
+	world.Each(t, world.Networked, testProposalsDoNotRide)
+}
+
+func testProposalsDoNotRide(t *testing.T, w *world.World) {
+	alice, bob, carol := w.Member("alice", world.Config{}), w.Member("bob", world.Config{}), w.Member("carol", world.Config{})
+	mallory, outsider := w.Member("mallory", world.Config{MLS: rogue.Engine}), w.Member("outsider", world.Config{})
+	all := []*world.Member{alice, bob, carol, mallory}
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "g",
+		Members: []string{bob.C.InboxID(), carol.C.InboxID(), mallory.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := g.ID()
+	world.SyncAll(all...)
+	r := rogue.Of(mallory)
+	proposals := []struct {
+		name string
+		send func() (uint64, error)
+	}{
+		{"remove bob", func() (uint64, error) { return r.ProposeRemove(id, bob.C.InboxID()) }},
+		{"rename", func() (uint64, error) {
+			return r.ProposeMetadata(id, func(d metadata.Dictionary) metadata.Dictionary {
+				return d.Set(metadata.ComponentName, []byte("mallory's"))
+			})
+		}},
+		{"promote mallory", func() (uint64, error) {
+			return r.ProposeMetadata(id, func(d metadata.Dictionary) metadata.Dictionary {
+				return d.Set(metadata.ComponentSuperAdminList, metadata.EncodeInboxList([]string{alice.C.InboxID(), mallory.C.InboxID()}))
+			})
+		}},
+		{"add an outsider", func() (uint64, error) { return r.ProposeAdd(id, outsider.C.InstallationKey()) }},
+	}
+	for _, p := range proposals {
+		t.Run(p.name, func(t *testing.T) {
+			before := viewOf(t, alice, id)
+			if _, err := p.send(); err != nil {
+				t.Fatal(err)
+			}
+			world.SyncAll(all...)
+			if err := g.UpdateKeys(w.Ctx); err != nil {
+				t.Fatalf("alice's key update after mallory's proposal: %v", err)
+			}
+			if err := g.SetName(w.Ctx, "alice's "+p.name); err != nil {
+				t.Fatalf("alice's rename after mallory's proposal: %v", err)
+			}
+			world.SyncAll(all...)
+			world.Agree(t, id, all...)
+			for _, m := range all {
+				info := m.Info(id)
+				if info.Epoch != before.Epoch+2 || info.Name != "alice's "+p.name || len(info.SuperAdmins) != 1 {
+					t.Fatalf("%s after alice's commits: epoch %d (want %d), name %q, super admins %v", m.Name, info.Epoch, before.Epoch+2, info.Name, info.SuperAdmins)
+				}
+				if !rogue.SameMembers(before, viewOf(t, m, id)) {
+					t.Fatalf("%s: mallory's proposal changed the membership", m.Name)
+				}
+			}
+		})
+	}
 }

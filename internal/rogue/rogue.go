@@ -174,3 +174,69 @@ func SameMembers(a, b ports.GroupView) bool {
 		return x.LeafIndex == y.LeafIndex && x.InboxID == y.InboxID && bytes.Equal(x.SignatureKey, y.SignatureKey)
 	})
 }
+
+// Propose publishes a standalone proposal of the group (the member's own
+// client never sends one) and returns its sequence id.
+func (r Member) Propose(groupID []byte, opts func(v ports.GroupView) (ports.ProposalOptions, error)) (uint64, error) {
+	ctx := r.W.Ctx
+	var msg []byte
+	err := r.Store.Tx(ctx, func(tx ports.Tx) error {
+		v, err := r.Engine.Group(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		o, err := opts(v)
+		if err != nil {
+			return err
+		}
+		msg, err = r.Engine.Propose(ctx, tx, groupID, o)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rogue proposal: %w", err)
+	}
+	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: msg}}
+	seqs, err := r.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		return 0, fmt.Errorf("rogue proposal: publish: %w", err)
+	}
+	return seqs[0], nil
+}
+
+// ProposeRemove proposes removing every leaf of inbox (one proposal per
+// leaf; the first is returned).
+func (r Member) ProposeRemove(groupID []byte, inbox string) (uint64, error) {
+	return r.Propose(groupID, func(v ports.GroupView) (ports.ProposalOptions, error) {
+		for _, m := range v.Members {
+			if m.InboxID == inbox {
+				l := m.LeafIndex
+				return ports.ProposalOptions{Remove: &l}, nil
+			}
+		}
+		return ports.ProposalOptions{}, fmt.Errorf("%s holds no leaf", inbox)
+	})
+}
+
+// ProposeMetadata proposes a change of the group's metadata dictionary.
+func (r Member) ProposeMetadata(groupID []byte, edit func(metadata.Dictionary) metadata.Dictionary) (uint64, error) {
+	return r.Propose(groupID, func(v ports.GroupView) (ports.ProposalOptions, error) {
+		d, err := metadata.FromExtensions(v.Extensions)
+		if err != nil {
+			return ports.ProposalOptions{}, err
+		}
+		exts, err := edit(d).Apply(v.Extensions)
+		return ports.ProposalOptions{GroupContextExtensions: exts}, err
+	})
+}
+
+// ProposeAdd proposes adding the installation whose newest key package
+// the delivery service serves.
+func (r Member) ProposeAdd(groupID, installationKey []byte) (uint64, error) {
+	env, err := r.Transport.QueryNewest(r.W.Ctx, append([]byte{byte(ports.TopicKeyPackages)}, installationKey...))
+	if err != nil {
+		return 0, fmt.Errorf("rogue proposal: key package: %w", err)
+	}
+	kp := env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()
+	return r.Propose(groupID, func(ports.GroupView) (ports.ProposalOptions, error) { return ports.ProposalOptions{Add: kp}, nil })
+}

@@ -90,6 +90,7 @@ var (
 	_ ports.MLSPendingCommits = (*Engine)(nil)
 	_ ports.MLSWelcomes       = (*Engine)(nil)
 	_ ports.MLSExternal       = (*Engine)(nil)
+	_ ports.MLSProposals      = (*Engine)(nil)
 )
 
 // Engine is a [ports.MLS] that forwards every call to the engine it wraps
@@ -308,6 +309,15 @@ func (e *Engine) Export(ctx context.Context, tx ports.Tx, groupID []byte, label 
 // PendingCommit forwards to the wrapped engine's [ports.MLSPendingCommits].
 func (e *Engine) PendingCommit(ctx context.Context, tx ports.Tx, groupID []byte) (ports.CommitOutput, error) {
 	return e.pending(ctx, tx, groupID)
+}
+
+// Propose forwards to the wrapped engine's [ports.MLSProposals].
+func (e *Engine) Propose(ctx context.Context, tx ports.Tx, groupID []byte, opts ports.ProposalOptions) ([]byte, error) {
+	p, ok := e.inner.(ports.MLSProposals)
+	if !ok {
+		return nil, fmt.Errorf("mlsfault: the engine does not send proposals: %w", ports.ErrUnsupported)
+	}
+	return p.Propose(ctx, tx, groupID, opts)
 }
 
 func (e *Engine) welcomes() (ports.MLSWelcomes, error) {

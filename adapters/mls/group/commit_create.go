@@ -26,6 +26,9 @@ type CommitOptions struct {
 	WireFormat framing.WireFormat
 	// TreeInWelcome puts the ratchet_tree extension in the Welcome's GroupInfo.
 	TreeInWelcome bool
+	// KeepByReference, when set, decides which cached proposals the
+	// commit includes by reference among those §12.2 allows.
+	KeepByReference func(p *message.Proposal, sender framing.Sender) bool
 }
 
 // Pending is a commit, created by this member or staged from another, that
@@ -63,6 +66,9 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	commit := &message.Commit{Proposals: []message.ProposalOrRef{}}
 	var props []cached
 	for _, p := range g.byReference(opts.Proposals) {
+		if opts.KeepByReference != nil && !opts.KeepByReference(p.proposal, p.sender) {
+			continue
+		}
 		props = append(props, p)
 		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalReference, Reference: p.ref})
 	}
