@@ -113,6 +113,8 @@ func cases() []testCase {
 		{"Subscribe_BacklogThenNew", testSubscribeBacklog},
 		{"Subscribe_ResumeNoGapAcrossReconnect", testSubscribeResume},
 		{"Subscribe_NoGapAcrossServerRestart", testSubscribeBounce},
+		{"Subscribe_NoGapBetweenBacklogAndLive", testSubscribeBacklogToLive},
+		{"Results_DoNotShareMemory", testResultsDoNotShareMemory},
 		{"COMP050_PublishSignature_Admission", testPublishSignature},
 		{"COMP040_COMP042_InvalidArgument_Reasons", testInvalidArgument},
 		{"InvalidArgument_BatchStoresNothing", testBatchAtomic},
