@@ -97,6 +97,15 @@ func RunCase(t *testing.T, name string, newHarness func(t *testing.T) Harness) {
 	t.Fatalf("transporttest has no case %q", name)
 }
 
+// CaseNames returns the name of every case [Run] runs, in order.
+func CaseNames() []string {
+	var names []string
+	for _, c := range cases() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 type testCase struct {
 	name string
 	fn   func(t *testing.T, h Harness)
