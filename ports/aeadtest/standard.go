@@ -79,11 +79,11 @@ func (refChaCha) Open(_ context.Context, key, nonce, ct, aad []byte) ([]byte, er
 	return pt, nil
 }
 
-// Leaks reports how err's text shows secret, "" when it does not: the
+// leaks reports how err's text shows secret, "" when it does not: the
 // bytes themselves, hex in either case, base64, or Go's %v of a byte
 // slice, of any 8-byte window of secret. The suites use it to check that
 // no plaintext or key material leaves through an error.
-func Leaks(err error, secret []byte) string {
+func leaks(err error, secret []byte) string {
 	if err == nil || len(secret) < 8 {
 		return ""
 	}
@@ -160,10 +160,10 @@ var standardCases = []testCase{
 				e.t.Errorf("%s: no error", name)
 				continue
 			}
-			if how := Leaks(err, secretText); how != "" {
+			if how := leaks(err, secretText); how != "" {
 				e.t.Errorf("%s: the error shows the plaintext (%s): %v", name, how, err)
 			}
-			if how := Leaks(err, key); how != "" {
+			if how := leaks(err, key); how != "" {
 				e.t.Errorf("%s: the error shows the key (%s): %v", name, how, err)
 			}
 		}
