@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -58,8 +59,31 @@ type sabRemote struct {
 }
 
 func (r sabRemote) List(ctx context.Context, g []byte, after uint64, limit int) ([]ports.RemoteCommitLogEntry, error) {
+	if r.rule == "accepted-seq-as-text" {
+		es, err := r.RemoteCommitLog.List(ctx, g, after, 0)
+		slices.SortStableFunc(es, func(a, b ports.RemoteCommitLogEntry) int {
+			return strings.Compare(strconv.FormatUint(a.EnvelopeSequenceID, 10), strconv.FormatUint(b.EnvelopeSequenceID, 10))
+		})
+		if limit > 0 && len(es) > limit {
+			es = es[:limit]
+		}
+		return es, err
+	}
 	es, err := r.RemoteCommitLog.List(ctx, g, after, limit)
 	return shortPage(es, limit, r.rule == "accepted-short-page-dropped"), err
+}
+
+func (r sabRemote) Insert(ctx context.Context, e ports.RemoteCommitLogEntry) (bool, error) {
+	inserted, err := r.RemoteCommitLog.Insert(ctx, e)
+	if r.rule == "accepted-insert-replaces" && err == nil && !inserted {
+		// Replace the stored entry with the new one (an upsert).
+		if _, _, err := r.RemoteCommitLog.Rewind(ctx, e.GroupID, e.EnvelopeSequenceID-1); err != nil {
+			return false, err
+		}
+		_, err = r.RemoteCommitLog.Insert(ctx, e)
+		return false, err
+	}
+	return inserted, err
 }
 
 func (r sabRemote) SetReadPosition(ctx context.Context, g []byte, seq uint64) error {
@@ -156,6 +180,8 @@ type sabBlobs struct {
 
 func (b sabBlobs) Put(ctx context.Context, ns, key string, v []byte) error {
 	switch b.rule {
+	case "blob-truncated-64k":
+		v = v[:min(len(v), 65535)]
 	case "blob-put-keeps-caller-buffer":
 		b.st.mu.Lock()
 		b.st.blobs[ns+"\x00"+key] = v
@@ -206,6 +232,11 @@ func (b sabBlobs) Delete(ctx context.Context, ns, key string) error {
 }
 
 func (b sabBlobs) Keys(ctx context.Context, ns, prefix string) ([]string, error) {
+	if b.rule == "keys-case-folded-order" {
+		keys, err := b.Blobs.Keys(ctx, ns, prefix)
+		slices.SortStableFunc(keys, func(x, y string) int { return strings.Compare(strings.ToLower(x), strings.ToLower(y)) })
+		return keys, err
+	}
 	if b.rule != "keys-like-wildcards" {
 		return b.Blobs.Keys(ctx, ns, prefix)
 	}
@@ -264,6 +295,21 @@ func (a sabAdmission) Floor(ctx context.Context, g []byte) (uint64, bool, error)
 		ok = false
 	}
 	return f, ok, err
+}
+
+type sabProcessed struct {
+	ports.ProcessedEnvelopes
+	rule string
+}
+
+// Mark reports a first mark without writing it, as a store that only
+// updates a cache does.
+func (p sabProcessed) Mark(ctx context.Context, topic []byte, seq uint64) (bool, error) {
+	if p.rule == "mark-not-written" {
+		has, err := p.ProcessedEnvelopes.Has(ctx, topic, seq)
+		return !has, err
+	}
+	return p.ProcessedEnvelopes.Mark(ctx, topic, seq)
 }
 
 type sabPublish struct {

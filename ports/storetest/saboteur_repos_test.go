@@ -353,6 +353,9 @@ func (c sabIdentity) matching(inbox string) []string {
 }
 
 func (c sabIdentity) List(ctx context.Context, inbox string, through uint64) ([]ports.IdentityUpdateRecord, error) {
+	if c.rule == "identity-through-exclusive" && through > 0 {
+		through--
+	}
 	if c.rule == "identity-inbox-prefix" {
 		var all []ports.IdentityUpdateRecord
 		for _, i := range c.matching(inbox) {
@@ -386,4 +389,8 @@ func (c sabIdentity) Highest(ctx context.Context, inbox string) (uint64, error) 
 		hi = max(hi, n)
 	}
 	return hi, nil
+}
+
+func (t sabTx) ProcessedEnvelopes() ports.ProcessedEnvelopes {
+	return sabProcessed{t.Tx.ProcessedEnvelopes(), t.rule}
 }

@@ -83,6 +83,12 @@ var saboteurs = []struct {
 	{"upsert-from-zero", []string{"FORK-064/ReaddStatusUpsert"}},
 	{"groups-filter-ignores-active", []string{"PROC-005/GroupsListedAndFiltered"}},
 	{"welcome-count-off", []string{"JOIN-018/HeldWelcomesInSequenceOrder"}},
+	{"mark-not-written", []string{"PROC-008/CommitKeepsEveryWrite", "JOIN-045/ProcessedEnvelopeAtMostOnce"}},
+	{"accepted-insert-replaces", []string{"FORK-077/AcceptedEntryStoredOnce"}},
+	{"accepted-seq-as-text", []string{"FORK-083/AcceptedEntriesOrderedByEnvelopeSeq"}},
+	{"identity-through-exclusive", []string{"JOIN-051/IdentityUpdatesOnceInOrder"}},
+	{"blob-truncated-64k", []string{"Store/OneMiBBlob"}},
+	{"keys-case-folded-order", []string{"Store/BlobKeysByPrefixInByteOrder"}},
 }
 
 // sabHarness runs the suite on a SQLite file wrapped in one saboteur.
