@@ -196,3 +196,22 @@ func TestSuiteRunsWithoutReopenOrCrash(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) storetest.Harness { return &forgetful{sabHarness{t: t}} })
 	})
 }
+
+// TestGuideListsEveryCaseAndSaboteur keeps docs/adapter-guide.md's table
+// promise → case → saboteur complete.
+func TestGuideListsEveryCaseAndSaboteur(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "adapter-guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range storetest.CaseNames() {
+		if !bytes.Contains(guide, []byte("`"+c+"`")) {
+			t.Errorf("docs/adapter-guide.md does not list case %s", c)
+		}
+	}
+	for _, s := range saboteurs {
+		if !bytes.Contains(guide, []byte("`"+s.rule+"`")) {
+			t.Errorf("docs/adapter-guide.md does not list saboteur %s", s.rule)
+		}
+	}
+}

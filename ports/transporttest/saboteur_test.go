@@ -290,3 +290,22 @@ func (s *sharedSub) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, er
 	}
 	return s.st.shared(e), nil
 }
+
+// TestGuideListsEveryCaseAndSaboteur keeps docs/adapter-guide.md's table
+// of the transport suite complete.
+func TestGuideListsEveryCaseAndSaboteur(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "adapter-guide.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range transporttest.CaseNames() {
+		if !bytes.Contains(guide, []byte("`"+c+"`")) {
+			t.Errorf("docs/adapter-guide.md does not list case %s", c)
+		}
+	}
+	for rule := range saboteurs {
+		if !bytes.Contains(guide, []byte("`"+rule+"`")) {
+			t.Errorf("docs/adapter-guide.md does not list saboteur %s", rule)
+		}
+	}
+}

@@ -174,3 +174,16 @@ func TestSuiteFailsBrokenWrappers(t *testing.T) {
 		}
 	}
 }
+
+// TestGuideListsEverySaboteur keeps docs/adapter-guide.md's table complete.
+func TestGuideListsEverySaboteur(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/adapter-guide.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range broken {
+		if !strings.Contains(string(guide), "`"+name+"`") {
+			t.Errorf("docs/adapter-guide.md does not list saboteur %s", name)
+		}
+	}
+}
