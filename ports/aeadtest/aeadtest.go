@@ -110,7 +110,7 @@ type testCase struct {
 // Run runs every case of the suite against the harnesses newHarness makes.
 func Run(t *testing.T, newHarness HarnessMaker) {
 	t.Helper()
-	for _, c := range append(append([]testCase{}, cases...), standardCases...) {
+	for _, c := range append(append(append([]testCase{}, cases...), standardCases...), aliasCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
 			h, err := newHarness(ctx, t)

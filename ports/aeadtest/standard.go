@@ -169,3 +169,27 @@ var standardCases = []testCase{
 		}
 	}},
 }
+
+var aliasCases = []testCase{
+	{"Inputs are not modified and outputs are fresh", func(e *env) {
+		key, nonce, pt, aad := bytes.Clone(e.key), bytes.Clone(e.nonce), bytes.Clone(pointee), []byte("aad")
+		// Spare capacity invites an in-place seal over the caller's buffer.
+		pt = append(make([]byte, 0, len(pt)+64), pt...)
+		ct := e.seal(key, nonce, pt, aad)
+		if !bytes.Equal(pt, pointee) || !bytes.Equal(key, e.key) || !bytes.Equal(nonce, e.nonce) || !bytes.Equal(aad, []byte("aad")) {
+			e.t.Fatal("Seal changed its plaintext, key, nonce or aad")
+		}
+		sealed := bytes.Clone(ct)
+		got, err := e.a.Open(e.ctx, key, nonce, ct, aad)
+		if err != nil || !bytes.Equal(got, pointee) {
+			e.t.Fatalf("Open: %v", err)
+		}
+		if !bytes.Equal(ct, sealed) {
+			e.t.Fatal("Open changed the caller's ciphertext")
+		}
+		got[0] ^= 0xff
+		if !bytes.Equal(ct, sealed) || !bytes.Equal(pt, pointee) {
+			e.t.Fatal("the plaintext Open returned shares memory with its ciphertext or the sealed plaintext")
+		}
+	}},
+}

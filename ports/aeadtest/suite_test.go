@@ -126,6 +126,32 @@ func (b tagFirst) Open(ctx context.Context, key, nonce, ct, aad []byte) ([]byte,
 	return b.ChaCha20Poly1305.Open(ctx, key, nonce, append(bytes.Clone(ct[16:]), ct[:16]...), aad)
 }
 
+// sealInPlace seals over the caller's plaintext buffer when it has room.
+type sealInPlace struct{ aead.ChaCha20Poly1305 }
+
+func (b sealInPlace) Seal(ctx context.Context, key, nonce, pt, aad []byte) ([]byte, error) {
+	ct, err := b.ChaCha20Poly1305.Seal(ctx, key, nonce, pt, aad)
+	if err != nil || cap(pt) < len(ct) {
+		return ct, err
+	}
+	out := pt[:len(ct)]
+	copy(out, ct)
+	return out, nil
+}
+
+// openInPlace decrypts over the caller's ciphertext buffer.
+type openInPlace struct{ aead.ChaCha20Poly1305 }
+
+func (b openInPlace) Open(ctx context.Context, key, nonce, ct, aad []byte) ([]byte, error) {
+	pt, err := b.ChaCha20Poly1305.Open(ctx, key, nonce, ct, aad)
+	if err != nil {
+		return nil, err
+	}
+	out := ct[:len(pt)]
+	copy(out, pt)
+	return out, nil
+}
+
 // broken maps each saboteur to the cases that must fail on it, run with
 // only the declarations the plugin guide shows (sizes).
 var broken = map[string]struct {
@@ -141,6 +167,8 @@ var broken = map[string]struct {
 	"trailing-bytes-ok":  {laxLength{}, []string{"JOIN-064_ciphertext_with_bytes_appended_is_ErrCorrupt"}},
 	"reversed-nonce":     {reversedNonce{}, []string{"Known_answers", "Reference_implementation_interoperates_both_ways"}},
 	"tag-first":          {tagFirst{}, []string{"Known_answers", "Reference_implementation_interoperates_both_ways"}},
+	"seal-in-place":      {sealInPlace{}, []string{"Inputs_are_not_modified_and_outputs_are_fresh"}},
+	"open-in-place":      {openInPlace{}, []string{"Inputs_are_not_modified_and_outputs_are_fresh"}},
 }
 
 // TestBrokenTarget runs the suite on the broken AEAD brokenEnv names; it

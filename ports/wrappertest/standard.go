@@ -262,3 +262,30 @@ var standardCases = []testCase{
 		}
 	}},
 }
+
+var aliasCases = []testCase{
+	{"Inputs are not modified and outputs are fresh", func(e *env) {
+		pub, priv := e.keyPair()
+		pts := [][]byte{bytes.Clone(welcome), bytes.Clone(metadata)}
+		sealed := e.seal(pub, pts...)
+		if !equalAll(pts, [][]byte{welcome, metadata}) {
+			e.t.Fatal("Seal changed the caller's plaintexts")
+		}
+		kept := clone(sealed)
+		got := e.open(priv, sealed...)
+		if !equalAll(sealed, kept) {
+			e.t.Fatal("Open changed the caller's sealed payloads")
+		}
+		for _, g := range got {
+			if len(g) > 0 {
+				g[0] ^= 0xff
+			}
+		}
+		if !equalAll(sealed, kept) || !equalAll(pts, [][]byte{welcome, metadata}) {
+			e.t.Fatal("the payloads Open returned share memory with the sealed payloads or the plaintexts")
+		}
+		if again := e.open(priv, sealed...); !equalAll(again, [][]byte{welcome, metadata}) {
+			e.t.Fatal("a second Open of the same payloads returned other plaintexts")
+		}
+	}},
+}

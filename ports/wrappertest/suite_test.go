@@ -110,6 +110,20 @@ func (b plaintextInError) Seal(ctx context.Context, pub, info []byte, pts ...[]b
 	return sealed, err
 }
 
+// openInPlace decrypts each payload over the caller's sealed buffer.
+type openInPlace struct{ *hpkewrap.Curve25519 }
+
+func (b openInPlace) Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error) {
+	pts, err := b.Curve25519.Open(ctx, priv, info, sealed...)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(pts); i++ {
+		pts[i] = append(sealed[i][:0], pts[i]...)
+	}
+	return pts, nil
+}
+
 // departs returns the standard CURVE25519 wrapper with one parameter
 // changed by change: it agrees with itself.
 func departs(change func(s *wrappertest.StandardHPKE)) ports.WrapperAlgorithm {
@@ -136,6 +150,7 @@ var broken = map[string]struct {
 	"lax-framing":        {laxFraming{hpkewrap.NewCurve25519()}, []string{"Lax_framing_is_ErrCorrupt"}},
 	"priv-in-error":      {privInError{hpkewrap.NewCurve25519()}, []string{"Errors_carry_no_plaintext_or_key"}},
 	"plaintext-in-error": {plaintextInError{hpkewrap.NewCurve25519()}, []string{"Errors_carry_no_plaintext_or_key"}},
+	"open-in-place":      {openInPlace{hpkewrap.NewCurve25519()}, []string{"Inputs_are_not_modified_and_outputs_are_fresh"}},
 }
 
 // TestBrokenTarget runs the suite on the broken wrapper brokenEnv names;

@@ -97,6 +97,7 @@ func Run(t *testing.T, newHarness HarnessMaker) {
 	cases = append(cases, sizeCases...)
 	cases = append(cases, usageCases...)
 	cases = append(cases, standardCases...)
+	cases = append(cases, aliasCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
