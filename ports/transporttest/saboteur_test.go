@@ -3,9 +3,14 @@ package transporttest_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,12 +31,18 @@ const envSaboteur = "REGROUP_TRANSPORTTEST_SABOTEUR_CHILD"
 // saboteurs maps each saboteur (a decorator over memtransport that breaks
 // exactly one promise) to the case that must fail on it. The saboteurs of
 // the earlier cases live in cmd/regroupd/mutation_test.go.
-var saboteurs = map[string]string{
-	"backlog-then-live-gap":         "Subscribe_NoGapBetweenBacklogAndLive",
-	"query-results-shared":          "Results_DoNotShareMemory",
-	"newest-shared":                 "Results_DoNotShareMemory",
-	"subscription-fanout-shared":    "Results_DoNotShareMemory",
-	"publish-keeps-caller-envelope": "Results_DoNotShareMemory",
+var saboteurs = map[string][]string{
+	"backlog-then-live-gap":         {"Subscribe_NoGapBetweenBacklogAndLive"},
+	"query-results-shared":          {"Results_DoNotShareMemory"},
+	"newest-shared":                 {"Results_DoNotShareMemory"},
+	"subscription-fanout-shared":    {"Results_DoNotShareMemory"},
+	"publish-keeps-caller-envelope": {"Results_DoNotShareMemory"},
+	"invalid-as-unavailable": {"COMP040_COMP042_InvalidArgument_Reasons", "COMP050_PublishSignature_Admission",
+		"InvalidArgument_BatchStoresNothing", "COMP143_CursorAboveInt64_InvalidArgument"},
+	"reason-dropped":     {"COMP040_COMP042_InvalidArgument_Reasons", "COMP050_PublishSignature_Admission"},
+	"batch-split":        {"InvalidArgument_BatchStoresNothing"},
+	"batch-ids-reversed": {"FORK021_ConcurrentPublishers_AckedIDsReadBack", "COMP144_CommitLogEntryStoredOnce"},
+	"cursor-clamped":     {"COMP143_CursorAboveInt64_InvalidArgument"},
 }
 
 // harness serves every case from one in-process delivery service on a
@@ -72,12 +83,14 @@ func TestSuiteCatchesEverySaboteur(t *testing.T) {
 	}
 	t.Parallel()
 	out := runChild(t, "cases")
-	for rule, c := range saboteurs {
-		if !bytes.Contains(out, []byte("--- FAIL: TestSaboteurChild/"+rule+"/"+c+" ")) {
-			t.Errorf("saboteur %s passed case %s", rule, c)
-		}
-		if !bytes.Contains(out, []byte("--- PASS: TestSaboteurChild/unbroken/"+c+" ")) {
-			t.Errorf("case %s does not pass on the unbroken transport", c)
+	for rule, cases := range saboteurs {
+		for _, c := range cases {
+			if !bytes.Contains(out, []byte("--- FAIL: TestSaboteurChild/"+rule+"/"+c+" ")) {
+				t.Errorf("saboteur %s passed case %s", rule, c)
+			}
+			if !bytes.Contains(out, []byte("--- PASS: TestSaboteurChild/unbroken/"+c+" ")) {
+				t.Errorf("case %s does not pass on the unbroken transport", c)
+			}
 		}
 	}
 	if t.Failed() {
@@ -126,15 +139,19 @@ func runChild(t *testing.T, mode string) []byte {
 func TestSaboteurChild(t *testing.T) {
 	switch os.Getenv(envSaboteur) {
 	case "cases":
-		for rule, c := range saboteurs {
+		unbroken := map[string]bool{}
+		for rule, cases := range saboteurs {
 			t.Run(rule, func(t *testing.T) {
 				h := newHarness(t, rule)
-				transporttest.RunCase(t, c, func(*testing.T) transporttest.Harness { return h })
+				for _, c := range cases {
+					unbroken[c] = true
+					transporttest.RunCase(t, c, func(*testing.T) transporttest.Harness { return h })
+				}
 			})
 		}
 		t.Run("unbroken", func(t *testing.T) {
 			h := newHarness(t, "")
-			for _, c := range saboteurs {
+			for c := range unbroken {
 				transporttest.RunCase(t, c, func(*testing.T) transporttest.Harness { return h })
 			}
 		})
@@ -175,8 +192,37 @@ type saboteur struct {
 	st   *sabState
 }
 
+// classify applies the error saboteurs to err.
+func (s *saboteur) classify(err error) error {
+	if !errors.Is(err, ports.ErrInvalidArgument) {
+		return err
+	}
+	switch s.rule {
+	case "invalid-as-unavailable":
+		return fmt.Errorf("%w: %s", ports.ErrUnavailable, strings.ReplaceAll(err.Error(), ports.ErrInvalidArgument.Error(), "refused"))
+	case "reason-dropped":
+		return fmt.Errorf("publish: %w", ports.ErrInvalidArgument)
+	}
+	return err
+}
+
 func (s *saboteur) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	if s.rule == "batch-split" {
+		var ids []uint64
+		for _, e := range envs {
+			got, err := s.Transport.Publish(ctx, []*backendpb.ClientEnvelope{e})
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, got...)
+		}
+		return ids, nil
+	}
 	ids, err := s.Transport.Publish(ctx, envs)
+	err = s.classify(err)
+	if s.rule == "batch-ids-reversed" {
+		slices.Reverse(ids)
+	}
 	if s.rule == "publish-keeps-caller-envelope" && err == nil {
 		s.st.mu.Lock()
 		for i, id := range ids {
@@ -188,6 +234,9 @@ func (s *saboteur) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope
 }
 
 func (s *saboteur) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	if s.rule == "cursor-clamped" {
+		after = min(after, math.MaxInt64)
+	}
 	key := string(topic) + "|" + string(rune(after)) + "|" + string(rune(limit))
 	if s.rule == "query-results-shared" {
 		s.st.mu.Lock()
@@ -198,6 +247,7 @@ func (s *saboteur) Query(ctx context.Context, topic []byte, after uint64, limit 
 		}
 	}
 	page, err := s.Transport.Query(ctx, topic, after, limit)
+	err = s.classify(err)
 	switch {
 	case err != nil:
 	case s.rule == "query-results-shared":
@@ -227,6 +277,11 @@ func (s *saboteur) QueryNewest(ctx context.Context, topic []byte) (*backendpb.Or
 }
 
 func (s *saboteur) Subscribe(ctx context.Context, cursors []ports.TopicCursor) (ports.Subscription, error) {
+	if s.rule == "cursor-clamped" {
+		for i := range cursors {
+			cursors[i].After = min(cursors[i].After, math.MaxInt64)
+		}
+	}
 	if s.rule != "backlog-then-live-gap" {
 		sub, err := s.Transport.Subscribe(ctx, cursors)
 		if err != nil || s.rule != "subscription-fanout-shared" {
