@@ -40,24 +40,37 @@ func testSubscribeBacklogToLive(t *testing.T, h Harness) {
 	var acked []uint64
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
 	var pubErr error
-	stop := background(t, func(bg context.Context) {
-		for i := 0; bg.Err() == nil; i++ {
-			ids, err := tr.Publish(ctx, []*backendpb.ClientEnvelope{GroupMessage(topic, []byte{byte(i), byte(i >> 8)})})
-			if errors.Is(err, ports.ErrRateLimited) {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			if err != nil {
+	// Three publishers keep the topic busy, so that whatever moment a
+	// subscription takes to go live, envelopes arrive during it.
+	var stops []func()
+	for w := 0; w < 3; w++ {
+		pub := h.NewTransport(t)
+		stops = append(stops, background(t, func(bg context.Context) {
+			for i := 0; bg.Err() == nil; i++ {
+				ids, err := pub.Publish(ctx, []*backendpb.ClientEnvelope{GroupMessage(topic, []byte{byte(w), byte(i), byte(i >> 8)})})
+				if errors.Is(err, ports.ErrRateLimited) {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				if err != nil {
+					mu.Lock()
+					if bg.Err() == nil {
+						pubErr = err
+					}
+					mu.Unlock()
+					return
+				}
 				mu.Lock()
-				pubErr = err
+				acked = append(acked, ids[0])
 				mu.Unlock()
-				return
 			}
-			mu.Lock()
-			acked = append(acked, ids[0])
-			mu.Unlock()
+		}))
+	}
+	stop := func() {
+		for _, s := range stops {
+			s()
 		}
-	})
+	}
 	waitFor := func(n int) {
 		for deadline := time.Now().Add(10 * time.Second); count() < n; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -76,7 +89,7 @@ func testSubscribeBacklogToLive(t *testing.T, h Harness) {
 	if pubErr != nil {
 		t.Fatalf("Publish: %v", pubErr)
 	}
-	expectIDs(t, ctx, sub, map[string][]uint64{string(topic): acked})
+	expectIDs(t, ctx, sub, map[string][]uint64{string(topic): ascending(acked)})
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if e, err := sub.Next(short); err == nil {

@@ -305,7 +305,7 @@ func (s *saboteur) Subscribe(ctx context.Context, cursors []ports.TopicCursor) (
 			backlog = append(backlog, page...)
 			after = page[len(page)-1].GetSequenceId()
 		}
-		time.Sleep(20 * time.Millisecond) // a round trip to the service
+		time.Sleep(100 * time.Millisecond) // a slow round trip to the service
 		hi, err := s.Transport.HighestSequenceID(ctx, c.Topic)
 		if err != nil {
 			return nil, err
