@@ -6,8 +6,18 @@
 //	}
 //
 // Each case is named after the rule it checks ("JOIN-045/...",
-// "PROC-008/..."); a case that needs a capability the harness does not
-// declare in [Caps] is skipped with the reason, never passed silently.
+// "PROC-008/...", "Store/..." for a promise of the port itself); a case
+// that needs a capability the harness does not declare in [Caps] is
+// skipped with the reason, never passed silently. A Tx without
+// [ports.MessageTx] fails the message cases unless the harness declares
+// [Caps.WithoutMessages], because the client SDK refuses such a store.
+//
+// The suite writes its times in zones far from UTC and its values at the
+// sizes regroup stores, so a store that passes only in a UTC process or
+// with small values fails here. Beside the suite, saboteur_test.go keeps a
+// decorator per promise that breaks exactly that promise, and a test that
+// fails when any of them passes; docs/adapter-guide.md lists promise, case
+// and saboteur.
 //
 // # The crash cases
 //
