@@ -14,6 +14,12 @@ var ErrDeadlineLater = errors.New("held welcome deadline moved later")
 // specs that says "survives a restart", "atomically", "at most once" or "is
 // never lost" is kept by running its reads and writes inside one Tx.
 //
+// Every repository keeps its own copy of what it is given and returns
+// copies: no slice or map a caller passes or receives shares memory with
+// the store. Times come back as the instants they were given, at
+// microsecond precision, whatever their location. Keys, ids and prefixes
+// compare as bytes.
+//
 // Later capabilities arrive as optional interfaces on [Tx] (detected with a
 // type assertion), so an adapter written today keeps compiling.
 type Store interface {
