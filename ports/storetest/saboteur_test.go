@@ -208,6 +208,7 @@ func (h *forgetful) Open(ctx context.Context) (ports.Store, error) {
 // close passes every case that does not need Caps.Reopen or Caps.Crash,
 // and those are skipped with the reason, as docs/adapter-guide.md says.
 func TestSuiteRunsWithoutReopenOrCrash(t *testing.T) {
+	t.Parallel()
 	t.Run("suite", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) storetest.Harness { return &forgetful{sabHarness{t: t}} })
 	})
