@@ -46,11 +46,14 @@ type PointeeAEAD interface {
 	// welcome_metadata_nonce must have.
 	NonceSize() int
 	// Seal encrypts and authenticates plaintext with aad (empty for
-	// pointees). A key or nonce of the wrong size yields ErrInvalidKey or
-	// ErrInvalidInput.
+	// pointees); every byte of aad is authenticated. A key or nonce of the
+	// wrong size yields ErrInvalidKey or ErrInvalidInput. Seal modifies
+	// none of its arguments and returns a fresh slice.
 	Seal(ctx context.Context, key, nonce, plaintext, aad []byte) ([]byte, error)
 	// Open authenticates and decrypts ciphertext. A ciphertext that fails
-	// authentication under key, nonce and aad yields an error wrapping
-	// ErrCorrupt (JOIN-064).
+	// authentication under key, nonce and aad (bytes appended included)
+	// yields an error wrapping ErrCorrupt (JOIN-064). Open modifies none of
+	// its arguments and returns a fresh slice. No error of either method
+	// contains plaintext or key material.
 	Open(ctx context.Context, key, nonce, ciphertext, aad []byte) ([]byte, error)
 }

@@ -10,8 +10,13 @@ var (
 	// ErrNotFound reports that a row, blob or envelope the caller named does
 	// not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrAlreadyExists reports an insert whose key is already present with
-	// different contents. An insert of identical contents is not an error.
+	// ErrAlreadyExists reports an Insert ([Groups.Insert],
+	// [KeyPackages.Insert]) whose key is already present, whatever the
+	// contents: an identical insert is refused too (COMP-360). Writes the
+	// specs make idempotent ([LocalCommitLog.Append],
+	// [RemoteCommitLog.Insert], [HeldWelcomes.Put], [IdentityCache.Put],
+	// [ProcessedEnvelopes.Mark], [Messages.Insert]) report a repeat with
+	// inserted = false instead, never with this error.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrConflict reports a transaction that lost a race with a concurrent
 	// one and may succeed when retried from the start.

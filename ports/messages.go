@@ -71,8 +71,10 @@ type Messages interface {
 }
 
 // MessageTx is an optional interface of a [Tx] whose store keeps messages.
-// The client SDK requires it; a store built before it existed keeps
-// compiling.
+// The client SDK requires it (client.New refuses a store without it), so
+// the storage contract suite fails a store that lacks it unless the
+// harness declares that the store will not back a client; a store built
+// before it existed keeps compiling.
 type MessageTx interface {
 	Messages() Messages
 }

@@ -14,6 +14,12 @@ var ErrDeadlineLater = errors.New("held welcome deadline moved later")
 // specs that says "survives a restart", "atomically", "at most once" or "is
 // never lost" is kept by running its reads and writes inside one Tx.
 //
+// Every repository keeps its own copy of what it is given and returns
+// copies: no slice or map a caller passes or receives shares memory with
+// the store. Times come back as the instants they were given, at
+// microsecond precision, whatever their location. Keys, ids and prefixes
+// compare as bytes.
+//
 // Later capabilities arrive as optional interfaces on [Tx] (detected with a
 // type assertion), so an adapter written today keeps compiling.
 type Store interface {
@@ -137,12 +143,15 @@ type Groups interface {
 	// Get returns the group, or an error wrapping [ErrNotFound].
 	Get(ctx context.Context, id []byte) (Group, error)
 	// Insert stores a new group. It returns an error wrapping
-	// [ErrAlreadyExists] when a group with that id exists.
+	// [ErrAlreadyExists] when a group with that id exists, even with
+	// identical contents.
 	Insert(ctx context.Context, g Group) error
 	// Update reads the group, passes it to fn and writes back what fn left,
-	// in this transaction. fn's error aborts the update and is returned. It
-	// returns an error wrapping [ErrNotFound] when there is no such group.
-	// The ID cannot be changed.
+	// in this transaction. fn's error aborts the update, writes nothing and
+	// is returned. It returns an error wrapping [ErrNotFound], without
+	// calling fn, when there is no such group. The ID cannot be changed: an
+	// fn that changes it makes Update fail or is ignored, and the group
+	// stays under id.
 	Update(ctx context.Context, id []byte, fn func(g *Group) error) error
 	// List returns the groups the filter selects, ordered by id.
 	List(ctx context.Context, f GroupFilter) ([]Group, error)
@@ -366,7 +375,8 @@ type KeyPackageRecord struct {
 
 // KeyPackages stores [KeyPackageRecord]s.
 type KeyPackages interface {
-	// Insert stores a new record; a duplicate Ref wraps [ErrAlreadyExists].
+	// Insert stores a new record; a duplicate Ref wraps [ErrAlreadyExists],
+	// even with identical contents.
 	Insert(ctx context.Context, r KeyPackageRecord) error
 	// Get returns the record with that ref, or an error wrapping [ErrNotFound].
 	Get(ctx context.Context, ref []byte) (KeyPackageRecord, error)
@@ -375,11 +385,12 @@ type KeyPackages interface {
 	ByWrapperPublicKey(ctx context.Context, pub []byte) (KeyPackageRecord, error)
 	// Update applies fn to the record, as [Groups.Update] does.
 	Update(ctx context.Context, ref []byte, fn func(r *KeyPackageRecord) error) error
-	// List returns every record in creation order.
+	// List returns every record in creation order: CreatedAt ascending as
+	// instants (whatever their location), then Ref.
 	List(ctx context.Context) ([]KeyPackageRecord, error)
 	// Destroy erases the three private keys of the record and stamps
 	// DestroyedAt; the public part and history stay. Destroying twice is not
-	// an error.
+	// an error; destroying an absent ref wraps [ErrNotFound].
 	Destroy(ctx context.Context, ref []byte, at time.Time) error
 }
 
@@ -494,6 +505,7 @@ type Blobs interface {
 	// Delete removes the value; deleting an absent one is not an error.
 	Delete(ctx context.Context, namespace, key string) error
 	// Keys returns the keys in the namespace that start with prefix, in
-	// ascending order.
+	// ascending byte order. Namespaces, keys and prefixes compare as bytes:
+	// no character is a wildcard, and no collation applies.
 	Keys(ctx context.Context, namespace, prefix string) ([]string, error)
 }

@@ -43,6 +43,10 @@ type TopicCursor struct {
 // strictly increase, have gaps, and are never reused; a read returns a
 // prefix of the topic in sequence id order; a publish that follows a
 // visible envelope, on any topic, gets a higher sequence id.
+//
+// What a transport returns belongs to the caller: no envelope it hands out
+// shares memory with another caller's or with what it stores, and an
+// envelope changed after Publish returned changes nothing stored.
 type Transport interface {
 	// Publish stores the envelopes and returns the sequence id assigned to
 	// each, in order. An envelope the service refuses for what it is fails
@@ -67,7 +71,9 @@ type Transport interface {
 	HighestSequenceID(ctx context.Context, topic []byte) (uint64, error)
 	// Subscribe delivers, for each cursor, every envelope after it in
 	// sequence id order and then every new one as it is stored, with no gap
-	// and no duplicate across reconnects. It ends when ctx is cancelled or
+	// and no duplicate across reconnects, nor between the stored envelopes
+	// and the new ones (an envelope stored while the subscription starts
+	// is delivered once). It ends when ctx is cancelled or
 	// the subscription is closed.
 	Subscribe(ctx context.Context, cursors []TopicCursor) (Subscription, error)
 }

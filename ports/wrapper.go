@@ -107,6 +107,10 @@ type WrapperAlgorithm interface {
 	// error wrapping ErrNotRecipient when the ciphertext was not sealed to
 	// priv's public key (or under another info); any other error is
 	// treated as a corrupt Welcome and wraps ErrCorrupt, or ErrInvalidKey
-	// when priv itself is unusable.
+	// when priv itself is unusable. A sealed[0] that is not exactly one
+	// HpkeCiphertext with minimal length prefixes (RFC 9420 section 2.1.2)
+	// wraps ErrCorrupt. Neither Seal nor Open modifies its arguments, their
+	// results are fresh slices, and no error contains plaintext or key
+	// material.
 	Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error)
 }

@@ -126,13 +126,16 @@ func (s *subscription) receive(stream grpc.ServerStreamingClient[deliverypb.Subs
 			return err
 		}
 		for _, e := range resp.GetEnvelopes() {
+			// Read what the cursor needs before handing e over: from then
+			// on e belongs to the caller, who may change it.
 			i, ok := s.index[string(e.GetEnvelope().GetTargetTopic())]
-			if !ok || e.GetSequenceId() <= s.cursors[i].After {
+			id := e.GetSequenceId()
+			if !ok || id <= s.cursors[i].After {
 				continue // a duplicate after a re-open, or not ours
 			}
 			select {
 			case s.out <- e:
-				s.cursors[i].After = e.GetSequenceId()
+				s.cursors[i].After = id
 			case <-s.ctx.Done():
 				return s.ctx.Err()
 			}

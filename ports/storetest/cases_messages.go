@@ -14,15 +14,21 @@ var messageCases = []testCase{
 	{"JOIN-044/SentMessageConfirmedByPayloadHash", testMessagesSent},
 }
 
-// messagesOf returns the transaction's message repository, skipping the
-// case when the store does not keep messages.
-func messagesOf(t *testing.T, tx ports.Tx) ports.Messages {
+// messagesOf returns the transaction's message repository. A Tx without
+// [ports.MessageTx] fails the case unless the harness declares
+// Caps.WithoutMessages, which skips it with what the omission costs.
+func messagesOf(t *testing.T, h Harness, tx ports.Tx) ports.Messages {
 	t.Helper()
 	mt, ok := tx.(ports.MessageTx)
-	if !ok {
-		t.Skip("the store's Tx does not implement ports.MessageTx: it keeps no messages")
+	switch {
+	case ok:
+		return mt.Messages()
+	case h.Caps().WithoutMessages:
+		t.Skip("Caps.WithoutMessages: the store's Tx does not implement ports.MessageTx, so the client SDK refuses this store (client.New fails with ErrConfig)")
+	default:
+		t.Fatalf("the store's Tx does not implement ports.MessageTx: the client SDK refuses such a store (client.New fails with ErrConfig); implement Messages() or declare Caps.WithoutMessages")
 	}
-	return mt.Messages()
+	return nil
 }
 
 func testMessagesOnce(t *testing.T, h Harness) {
@@ -30,7 +36,7 @@ func testMessagesOnce(t *testing.T, h Harness) {
 	g1, g2 := gid(1), gid(2)
 	var ids []uint64
 	must(t, s, func(ctx context.Context, tx ports.Tx) error {
-		ms := messagesOf(t, tx)
+		ms := messagesOf(t, h, tx)
 		for i, m := range []ports.Message{
 			{GroupID: g1, SequenceID: 7, Kind: ports.MessageApplication, SenderInbox: "a", Content: []byte("one"), SentAt: at(1)},
 			{GroupID: g2, SequenceID: 8, Kind: ports.MessageApplication, SenderInbox: "b", Content: []byte("other group")},
@@ -48,7 +54,7 @@ func testMessagesOnce(t *testing.T, h Harness) {
 		return nil
 	})
 	must(t, s, func(ctx context.Context, tx ports.Tx) error {
-		ms := messagesOf(t, tx)
+		ms := messagesOf(t, h, tx)
 		st, ins, err := ms.Insert(ctx, ports.Message{GroupID: g1, SequenceID: 7, Kind: ports.MessageApplication, Content: []byte("again")})
 		if err != nil || ins || st.ID != ids[0] || string(st.Content) != "one" {
 			t.Errorf("second insert at the same position = %+v, %v, %v; want the stored one, not inserted", st, ins, err)
@@ -100,7 +106,7 @@ func testMessagesSent(t *testing.T, h Harness) {
 	hash := bytes.Repeat([]byte{9}, 32)
 	var id uint64
 	must(t, s, func(ctx context.Context, tx ports.Tx) error {
-		ms := messagesOf(t, tx)
+		ms := messagesOf(t, h, tx)
 		// Two unconfirmed sent messages may share sequence id 0.
 		for i := 0; i < 2; i++ {
 			h := append([]byte(nil), hash...)
@@ -116,7 +122,7 @@ func testMessagesSent(t *testing.T, h Harness) {
 		return nil
 	})
 	must(t, s, func(ctx context.Context, tx ports.Tx) error {
-		ms := messagesOf(t, tx)
+		ms := messagesOf(t, h, tx)
 		m, err := ms.ByPayloadHash(ctx, g, hash)
 		if err != nil || m.ID != id {
 			t.Fatalf("ByPayloadHash = %+v, %v; want message %d", m, err, id)

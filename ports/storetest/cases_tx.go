@@ -231,6 +231,10 @@ func testErrorClasses(t *testing.T, h Harness) {
 		{"KeyPackages.Insert of an existing ref", ports.ErrAlreadyExists, func(tx ports.Tx) error {
 			return tx.KeyPackages().Insert(ctx, ports.KeyPackageRecord{Ref: []byte("ref-8")})
 		}},
+		{"KeyPackages.Insert identical to the stored record (COMP-360)", ports.ErrAlreadyExists, func(tx ports.Tx) error {
+			return tx.KeyPackages().Insert(ctx, ports.KeyPackageRecord{Ref: []byte("ref-8"), CreatedAt: at(0)})
+		}},
+		{"Groups.Insert identical to the stored group (COMP-360)", ports.ErrAlreadyExists, func(tx ports.Tx) error { return tx.Groups().Insert(ctx, ports.Group{ID: gid(8)}) }},
 		{"KeyPackages.Get of an absent ref", ports.ErrNotFound, func(tx ports.Tx) error { _, err := tx.KeyPackages().Get(ctx, []byte("nope")); return err }},
 		{"LocalCommitLog.Last of an empty log", ports.ErrNotFound, func(tx ports.Tx) error { _, err := tx.LocalCommitLog().Last(ctx, gid(9)); return err }},
 		{"RemoteCommitLog.Last of an empty log", ports.ErrNotFound, func(tx ports.Tx) error { _, err := tx.RemoteCommitLog().Last(ctx, gid(9)); return err }},

@@ -6,8 +6,18 @@
 //	}
 //
 // Each case is named after the rule it checks ("JOIN-045/...",
-// "PROC-008/..."); a case that needs a capability the harness does not
-// declare in [Caps] is skipped with the reason, never passed silently.
+// "PROC-008/...", "Store/..." for a promise of the port itself); a case
+// that needs a capability the harness does not declare in [Caps] is
+// skipped with the reason, never passed silently. A Tx without
+// [ports.MessageTx] fails the message cases unless the harness declares
+// [Caps.WithoutMessages], because the client SDK refuses such a store.
+//
+// The suite writes its times in zones far from UTC and its values at the
+// sizes regroup stores, so a store that passes only in a UTC process or
+// with small values fails here. Beside the suite, saboteur_test.go keeps a
+// decorator per promise that breaks exactly that promise, and a test that
+// fails when any of them passes; docs/adapter-guide.md lists promise, case
+// and saboteur.
 //
 // # The crash cases
 //
@@ -52,6 +62,13 @@ type Caps struct {
 	// Parallel reports that stores of different harnesses are independent,
 	// so the cases may run in parallel with each other (t.Parallel).
 	Parallel bool
+	// WithoutMessages declares a store whose Tx does not implement
+	// [ports.MessageTx]. The message cases are then skipped, and the reason
+	// says what that costs: the client SDK refuses such a store
+	// (client.New fails with ErrConfig), so it can serve only code that uses
+	// the other repositories. Without this declaration a Tx that lacks
+	// MessageTx fails the message cases.
+	WithoutMessages bool
 }
 
 // Harness gives the suite access to one store under test. [Run] creates a
@@ -92,6 +109,38 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		crashChild(t, newHarness(t), loc)
 		return
 	}
+	for _, c := range allCases() {
+		runOne(t, c, newHarness)
+	}
+}
+
+// RunCase runs the one case named name (as [Run] names its subtests), for
+// example against a deliberately broken store to show that the case
+// catches it. It fails when there is no such case.
+func RunCase(t *testing.T, name string, newHarness func(t *testing.T) Harness) {
+	if loc := os.Getenv(envLocator); loc != "" {
+		crashChild(t, newHarness(t), loc)
+		return
+	}
+	for _, c := range allCases() {
+		if c.name == name {
+			runOne(t, c, newHarness)
+			return
+		}
+	}
+	t.Fatalf("storetest has no case %q", name)
+}
+
+// CaseNames returns the name of every case [Run] runs, in order.
+func CaseNames() []string {
+	var names []string
+	for _, c := range allCases() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+func allCases() []testCase {
 	var cases []testCase
 	cases = append(cases, txCases...)
 	cases = append(cases, logCases...)
@@ -99,16 +148,20 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, joinCases...)
 	cases = append(cases, persistCases...)
 	cases = append(cases, messageCases...)
+	cases = append(cases, contractCases...)
+	cases = append(cases, valueCases...)
 	cases = append(cases, crashCases...)
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t)
-			if h.Caps().Parallel {
-				t.Parallel()
-			}
-			c.run(t, h)
-		})
-	}
+	return cases
+}
+
+func runOne(t *testing.T, c testCase, newHarness func(t *testing.T) Harness) {
+	t.Run(c.name, func(t *testing.T) {
+		h := newHarness(t)
+		if h.Caps().Parallel {
+			t.Parallel()
+		}
+		c.run(t, h)
+	})
 }
 
 // ctxFor returns a context that ends when the test does, bounded to a
@@ -143,6 +196,17 @@ func reopen(t *testing.T, h Harness, s ports.Store) ports.Store {
 		t.Fatalf("close store: %v", err)
 	}
 	return open(t, h)
+}
+
+// reopenIfAble reopens s when the harness declares Caps.Reopen and
+// returns s unchanged otherwise, for cases whose main check needs no
+// restart.
+func reopenIfAble(t *testing.T, h Harness, s ports.Store) ports.Store {
+	t.Helper()
+	if !h.Caps().Reopen {
+		return s
+	}
+	return reopen(t, h, s)
 }
 
 func needReopen(t *testing.T, h Harness) {

@@ -318,21 +318,13 @@ func testConcurrentPublishers(t *testing.T, h Harness) {
 func testReaderFromCursor(t *testing.T, h Harness) {
 	ctx := testCtx(t)
 	topic, other := RandomGroupTopic(), RandomGroupTopic()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var acked []uint64
+	var stops []func()
 	for w := 0; w < 4; w++ {
 		tr := h.NewTransport(t)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+		stops = append(stops, background(t, func(bg context.Context) {
+			for i := 0; bg.Err() == nil; i++ {
 				batch := []*backendpb.ClientEnvelope{GroupMessage(topic, []byte{byte(w), byte(i)})}
 				if (w+i)%2 == 1 {
 					batch = []*backendpb.ClientEnvelope{GroupMessage(other, []byte{byte(w), byte(i)}), batch[0]}
@@ -343,14 +335,23 @@ func testReaderFromCursor(t *testing.T, h Harness) {
 					continue
 				}
 				if err != nil {
-					t.Errorf("Publish: %v", err)
+					if bg.Err() == nil {
+						t.Errorf("Publish: %v", err)
+					}
 					return
 				}
 				mu.Lock()
 				acked = append(acked, got[len(got)-1])
 				mu.Unlock()
 			}
-		}()
+		}))
+	}
+	// The publishers stop before the case ends, however it ends (t.Cleanup
+	// waits for them too).
+	stopAll := func() {
+		for _, stop := range stops {
+			stop()
+		}
 	}
 	reader := h.NewTransport(t)
 	var read []uint64
@@ -363,8 +364,6 @@ func testReaderFromCursor(t *testing.T, h Harness) {
 				continue
 			}
 			if err != nil {
-				close(stop)
-				wg.Wait()
 				t.Fatalf("Query: %v", err)
 			}
 			if len(page) == 0 {
@@ -382,8 +381,7 @@ func testReaderFromCursor(t *testing.T, h Harness) {
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !t.Failed(); {
 		drain()
 	}
-	close(stop)
-	wg.Wait()
+	stopAll()
 	drain()
 	if len(acked) == 0 {
 		t.Fatal("no publish was acknowledged")
@@ -421,8 +419,8 @@ func testAnonymous(t *testing.T, h Harness) {
 			t.Errorf("anonymous Subscribe of capability topic: %v", err)
 			continue
 		}
+		t.Cleanup(func() { sub.Close() })
 		expectIDs(t, ctx, sub, map[string][]uint64{string(topic): {published[i]}})
-		sub.Close()
 	}
 	if _, err := anon.Publish(ctx, []*backendpb.ClientEnvelope{GroupMessage(group, []byte("x"))}); !errors.Is(err, ports.ErrUnauthenticated) {
 		t.Errorf("anonymous Publish = %v, want ErrUnauthenticated", err)

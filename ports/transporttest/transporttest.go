@@ -97,6 +97,15 @@ func RunCase(t *testing.T, name string, newHarness func(t *testing.T) Harness) {
 	t.Fatalf("transporttest has no case %q", name)
 }
 
+// CaseNames returns the name of every case [Run] runs, in order.
+func CaseNames() []string {
+	var names []string
+	for _, c := range cases() {
+		names = append(names, c.name)
+	}
+	return names
+}
+
 type testCase struct {
 	name string
 	fn   func(t *testing.T, h Harness)
@@ -113,6 +122,8 @@ func cases() []testCase {
 		{"Subscribe_BacklogThenNew", testSubscribeBacklog},
 		{"Subscribe_ResumeNoGapAcrossReconnect", testSubscribeResume},
 		{"Subscribe_NoGapAcrossServerRestart", testSubscribeBounce},
+		{"Subscribe_NoGapBetweenBacklogAndLive", testSubscribeBacklogToLive},
+		{"Results_DoNotShareMemory", testResultsDoNotShareMemory},
 		{"COMP050_PublishSignature_Admission", testPublishSignature},
 		{"COMP040_COMP042_InvalidArgument_Reasons", testInvalidArgument},
 		{"InvalidArgument_BatchStoresNothing", testBatchAtomic},

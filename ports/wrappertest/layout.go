@@ -34,6 +34,9 @@ func readOpaque(b []byte) (v, rest []byte, err error) {
 	for _, c := range b[1:size] {
 		n = n<<8 | int(c)
 	}
+	if minimal := len(appendOpaque(nil, make([]byte, n))) - n; minimal != size {
+		return nil, nil, errors.New("length prefix longer than needed")
+	}
 	if len(b)-size < n {
 		return nil, nil, errors.New("length past end")
 	}

@@ -1,7 +1,9 @@
 package wrappertest_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hpke"
 	"errors"
 	"fmt"
 	"os"
@@ -39,13 +41,116 @@ type acceptsAnyKey struct{ *hpkewrap.Curve25519 }
 
 func (acceptsAnyKey) CheckPublicKey(context.Context, []byte) error { return nil }
 
+// infoSuffix seals and opens under the info with a byte appended: it
+// agrees with itself and with no standard implementation.
+type infoSuffix struct{ *hpkewrap.Curve25519 }
+
+func (b infoSuffix) Seal(ctx context.Context, pub, info []byte, pts ...[]byte) ([][]byte, error) {
+	return b.Curve25519.Seal(ctx, pub, append(bytes.Clone(info), '!'), pts...)
+}
+
+func (b infoSuffix) Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error) {
+	return b.Curve25519.Open(ctx, priv, append(bytes.Clone(info), '!'), sealed...)
+}
+
+// laxFraming reads sealed[0] accepting lengths longer than needed and
+// trailing bytes, then opens the re-encoded ciphertext.
+type laxFraming struct{ *hpkewrap.Curve25519 }
+
+func laxOpaque(b []byte) (v, rest []byte, ok bool) {
+	if len(b) == 0 || b[0]>>6 == 3 {
+		return nil, nil, false
+	}
+	size := 1 << (b[0] >> 6)
+	if len(b) < size {
+		return nil, nil, false
+	}
+	n := int(b[0] & 0x3f)
+	for _, c := range b[1:size] {
+		n = n<<8 | int(c)
+	}
+	if len(b)-size < n {
+		return nil, nil, false
+	}
+	return b[size : size+n], b[size+n:], true
+}
+
+func (b laxFraming) Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error) {
+	if len(sealed) > 0 {
+		if enc, rest, ok := laxOpaque(sealed[0]); ok {
+			if ct, _, ok := laxOpaque(rest); ok {
+				if strict, err := hpkewrap.MarshalCiphertext(enc, ct); err == nil {
+					sealed = append([][]byte{strict}, sealed[1:]...)
+				}
+			}
+		}
+	}
+	return b.Curve25519.Open(ctx, priv, info, sealed...)
+}
+
+// privInError names the private key in its errors.
+type privInError struct{ *hpkewrap.Curve25519 }
+
+func (b privInError) Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error) {
+	pts, err := b.Curve25519.Open(ctx, priv, info, sealed...)
+	if err != nil {
+		return nil, fmt.Errorf("open with private key %x: %w", priv, err)
+	}
+	return pts, nil
+}
+
+// plaintextInError quotes the payload it could not seal.
+type plaintextInError struct{ *hpkewrap.Curve25519 }
+
+func (b plaintextInError) Seal(ctx context.Context, pub, info []byte, pts ...[]byte) ([][]byte, error) {
+	sealed, err := b.Curve25519.Seal(ctx, pub, info, pts...)
+	if err != nil && len(pts) > 0 {
+		return nil, fmt.Errorf("seal %q: %w", pts[0], err)
+	}
+	return sealed, err
+}
+
+// openInPlace decrypts each payload over the caller's sealed buffer.
+type openInPlace struct{ *hpkewrap.Curve25519 }
+
+func (b openInPlace) Open(ctx context.Context, priv, info []byte, sealed ...[]byte) ([][]byte, error) {
+	pts, err := b.Curve25519.Open(ctx, priv, info, sealed...)
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(pts); i++ {
+		pts[i] = append(sealed[i][:0], pts[i]...)
+	}
+	return pts, nil
+}
+
+// departs returns the standard CURVE25519 wrapper with one parameter
+// changed by change: it agrees with itself.
+func departs(change func(s *wrappertest.StandardHPKE)) ports.WrapperAlgorithm {
+	s := wrappertest.StandardReference(ports.WrapperCurve25519)
+	change(s)
+	return s
+}
+
+const standardCase = "Standard_HPKE_(crypto/hpke)_opens_what_the_algorithm_seals,_and_back"
+
+// broken maps each saboteur to the cases that must fail on it, run with
+// only the declarations the plugin guide shows.
 var broken = map[string]struct {
 	alg      ports.WrapperAlgorithm
-	mustFail string
+	mustFail []string
 }{
-	"not-recipient": {notRecipientAsCorrupt{hpkewrap.NewCurve25519()}, "Wrong_key_is_ErrNotRecipient"},
-	"short-key":     {shortKey{hpkewrap.NewCurve25519()}, "JOIN-090_public_key_size"},
-	"any-key":       {acceptsAnyKey{hpkewrap.NewCurve25519()}, "JOIN-090_keys_on_which_sender_setup_fails_are_ErrInvalidKey"},
+	"not-recipient":      {notRecipientAsCorrupt{hpkewrap.NewCurve25519()}, []string{"Wrong_key_is_ErrNotRecipient"}},
+	"short-key":          {shortKey{hpkewrap.NewCurve25519()}, []string{"JOIN-090_public_key_size"}},
+	"any-key":            {acceptsAnyKey{hpkewrap.NewCurve25519()}, []string{"JOIN-090_keys_on_which_sender_setup_fails_are_ErrInvalidKey"}},
+	"info-suffix":        {infoSuffix{hpkewrap.NewCurve25519()}, []string{standardCase}},
+	"nonempty-aad":       {departs(func(s *wrappertest.StandardHPKE) { s.AAD = []byte("regroup") }), []string{standardCase}},
+	"sha384-kdf":         {departs(func(s *wrappertest.StandardHPKE) { s.KDF = hpke.HKDFSHA384() }), []string{standardCase}},
+	"aes-gcm":            {departs(func(s *wrappertest.StandardHPKE) { s.AEAD = hpke.AES128GCM() }), []string{standardCase}},
+	"lax-framing":        {laxFraming{hpkewrap.NewCurve25519()}, []string{"Lax_framing_is_ErrCorrupt"}},
+	"priv-in-error":      {privInError{hpkewrap.NewCurve25519()}, []string{"Errors_carry_no_plaintext_or_key"}},
+	"plaintext-in-error": {plaintextInError{hpkewrap.NewCurve25519()}, []string{"Errors_carry_no_plaintext_or_key"}},
+	"open-in-place":      {openInPlace{hpkewrap.NewCurve25519()}, []string{"Inputs_are_not_modified_and_outputs_are_fresh"}},
 }
 
 // TestBrokenTarget runs the suite on the broken wrapper brokenEnv names;
@@ -77,8 +182,23 @@ func TestSuiteFailsBrokenWrappers(t *testing.T) {
 			t.Errorf("%s: the suite passed a broken wrapper", name)
 			continue
 		}
-		if !strings.Contains(string(out), "--- FAIL: TestBrokenTarget/"+b.mustFail) {
-			t.Errorf("%s: case %s did not fail:\n%s", name, b.mustFail, out)
+		for _, c := range b.mustFail {
+			if !strings.Contains(string(out), "--- FAIL: TestBrokenTarget/"+c+" ") {
+				t.Errorf("%s: case %s did not fail:\n%s", name, c, out)
+			}
+		}
+	}
+}
+
+// TestGuideListsEverySaboteur keeps docs/adapter-guide.md's table complete.
+func TestGuideListsEverySaboteur(t *testing.T) {
+	guide, err := os.ReadFile("../../docs/adapter-guide.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range broken {
+		if !strings.Contains(string(guide), "`"+name+"`") {
+			t.Errorf("docs/adapter-guide.md does not list saboteur %s", name)
 		}
 	}
 }

@@ -96,6 +96,8 @@ func Run(t *testing.T, newHarness HarnessMaker) {
 	cases := append(append([]testCase{}, roundTripCases...), rejectionCases...)
 	cases = append(cases, sizeCases...)
 	cases = append(cases, usageCases...)
+	cases = append(cases, standardCases...)
+	cases = append(cases, aliasCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := t.Context()
