@@ -146,6 +146,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, clientCases...)
 	cases = append(cases, welcomeCases...)
 	cases = append(cases, repairCases...)
+	cases = append(cases, proposalCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
