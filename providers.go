@@ -15,7 +15,9 @@
 // On first use a store holds no identity: the injector creates a new inbox
 // with this installation as its first installation, or, given
 // IdentityConfig.RecoveryKey, adds this installation to that inbox
-// (COMP-070, COMP-071). Later runs load the identity from the store.
+// (COMP-070, COMP-071). Later runs load the identity from the store. The
+// recovery key of a new inbox is not stored (COMP-261): the new client's
+// Identity().RecoveryKey hands it out once, for the user to keep apart.
 package regroup
 
 import (
@@ -50,6 +52,9 @@ type IdentityConfig struct {
 	// RecoveryKey, when set, adds the new installation to the inbox of
 	// that recovery key; when nil a new inbox is created.
 	RecoveryKey ed25519.PrivateKey
+	// KeepRecoveryKey stores the inbox's recovery key with the new
+	// installation (identity.Options.KeepRecoveryKey); off by default.
+	KeepRecoveryKey bool
 }
 
 // EmbeddedConfig configures [NewEmbedded].
@@ -131,10 +136,11 @@ func ProvideInstallation(ctx context.Context, store ports.Store, clk ports.Clock
 	if err == nil || !errors.Is(err, identity.ErrNoIdentity) {
 		return in, err
 	}
+	opts := identity.Options{Store: store, Clock: clk, KeepRecoveryKey: cfg.KeepRecoveryKey}
 	if cfg.RecoveryKey != nil {
-		return identity.StoreInstallation(ctx, store, clk, cfg.RecoveryKey)
+		return identity.StoreInstallation(ctx, opts, cfg.RecoveryKey)
 	}
-	return identity.StoreNewInbox(ctx, store, clk)
+	return identity.StoreNewInbox(ctx, opts)
 }
 
 // ProvideEngine returns the MLS engine of the installation, keeping two

@@ -35,6 +35,9 @@ type opts struct {
 	// command flags
 	limit int
 	fault string
+	// custody are the flags of init, approve, revoke and
+	// export-recovery-key (installations.go).
+	custody custodyOpts
 }
 
 // env is what a command runs with: its parsed line, the open session and
@@ -53,9 +56,16 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{name: "init", init: true, summary: "create an inbox and this installation in the home, publish its key package, save the server address",
-			run: cmdInit},
+		{name: "init", init: true, summary: "create an inbox and this installation in the home, publish its key package, save the server address; " +
+			"print the inbox's recovery key once (kept by you, not stored), or with --join make another installation of an inbox",
+			flags: initFlags, run: cmdInit},
 		{name: "whoami", summary: "print this installation's inbox id, installation key, home and server", run: cmdWhoami},
+		{name: "installations", summary: "the inbox's installations, each with the installation that approved it", run: cmdInstallations},
+		{name: "approve", args: "REQUEST", summary: "add the installation that `init --join` made to this inbox, approved by this installation", run: cmdApprove},
+		{name: "revoke", args: "INSTALLATION", summary: "revoke an installation of the inbox (asks for the recovery key); names those it approved",
+			flags: revokeFlags, run: cmdRevoke},
+		{name: "export-recovery-key", summary: "move the recovery key a home made by an older regroup stores into a file",
+			flags: exportFlags, run: cmdExportRecoveryKey},
 		{name: "group create", args: "NAME [INBOX...]", summary: "create a group named NAME with the given member inboxes", run: cmdGroupCreate},
 		{name: "group add", args: "CONVERSATION INBOX...", summary: "add inboxes (every installation with a valid key package)", run: cmdGroupAdd},
 		{name: "group remove", args: "CONVERSATION INBOX...", summary: "remove inboxes (every installation)", run: cmdGroupRemove},
@@ -128,6 +138,9 @@ func runCommand(ctx context.Context, cmd command, e *env, stderr io.Writer) erro
 	defer e.s.Close()
 	e.s.warn = func(format string, a ...any) {
 		fmt.Fprintf(stderr, "regroup %s: warning: "+format+"\n", append([]any{cmd.name}, a...)...)
+	}
+	if cmd.name != "export-recovery-key" {
+		warnLegacyRecoveryKey(e.s)
 	}
 	if showProgress(e.stdoutTerm, e.stderrTerm, e.o.json) {
 		e.s.progressOut = stderr

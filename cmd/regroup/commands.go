@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,29 +21,6 @@ type whoamiJSON struct {
 	InstallationKey string `json:"installation_key"`
 	Home            string `json:"home"`
 	Server          string `json:"server"`
-}
-
-func cmdInit(ctx context.Context, e *env) error {
-	if _, err := os.Stat(filepath.Join(e.o.home, configFile)); err == nil {
-		return fmt.Errorf("%s already holds an installation: `regroup whoami --home %s` shows it; pass another --home for another user",
-			e.o.home, e.o.home)
-	}
-	if err := os.MkdirAll(e.o.home, 0o700); err != nil {
-		return fmt.Errorf("home: %w", err)
-	}
-	s, err := openSession(ctx, openOptions{home: e.o.home, server: e.o.server, create: true})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	e.s = s
-	if err := saveSettings(e.o.home, settings{Server: s.server}); err != nil {
-		return err
-	}
-	return e.out.emit(whoami(s), func(w io.Writer) {
-		fmt.Fprintf(w, "inbox %s created in %s; its key package is published on regroupd at %s\n", s.c.InboxID(), s.home, s.server)
-		fmt.Fprintln(w, "others add you by this inbox id: `regroup group create NAME INBOX` or `regroup group add CONVERSATION INBOX`")
-	})
 }
 
 func whoami(s *session) whoamiJSON {

@@ -79,6 +79,7 @@ func writeHelp(w io.Writer) {
 		"injector for demonstrations: it makes the next commit this sync merges misrecorded in the commit log, so\n"+
 		"the log diverges, the conversation reads forked, and the repair (readd request, readd commit, rejoin) runs.\n"+
 		"See docs/getting-started.md.")
+	fmt.Fprint(w, helpCustody)
 }
 
 // writeCommandHelp prints one command's usage and flags.

@@ -120,8 +120,10 @@ func (s *session) Close() {
 type openOptions struct {
 	home   string
 	server string // overrides the saved server when set
-	// create makes a new inbox when the home holds no identity (init).
-	create bool
+	// create makes a new identity when the home holds none (init), as
+	// identity chooses.
+	create   bool
+	identity regroup.IdentityConfig
 }
 
 // openSession assembles the installation of the home from the root
@@ -143,14 +145,15 @@ func openSession(ctx context.Context, o openOptions) (*session, error) {
 	if s.server == "" {
 		s.server = defaultServer
 	}
-	if err := s.open(ctx, o.create); err != nil {
+	if err := s.open(ctx, o); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *session) open(ctx context.Context, create bool) error {
+func (s *session) open(ctx context.Context, o openOptions) error {
+	create := o.create
 	path := filepath.Join(s.home, storeFile)
 	if !create {
 		if _, err := os.Stat(path); err != nil {
@@ -165,7 +168,7 @@ func (s *session) open(ctx context.Context, create bool) error {
 	clk := regroup.ProvideClock(nil)
 	var in identity.Installation
 	if create {
-		in, err = regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{})
+		in, err = regroup.ProvideInstallation(ctx, store, clk, o.identity)
 	} else if in, err = identity.Load(ctx, store); errors.Is(err, identity.ErrNoIdentity) {
 		err = fmt.Errorf("%w in %s: run `regroup init --home %s --server ADDR`", errNoIdentity, s.home, s.home)
 	}

@@ -129,8 +129,9 @@ func (c *Client) KeyPackages() *keypackage.Manager { return c.keys }
 func (c *Client) InboxID() string { return c.deps.Installation.InboxID }
 
 // Identity returns this installation's identity: its inbox and private
-// keys, the inbox's recovery key included when this installation holds it
-// (COMP-122). Whoever holds the recovery key can add installations to the
+// keys, the inbox's recovery key included only when the store keeps it or
+// the inbox was created for this client, which hands it out once
+// (COMP-261). Whoever holds the recovery key can add installations to the
 // inbox and revoke them.
 func (c *Client) Identity() identity.Installation { return c.deps.Installation }
 

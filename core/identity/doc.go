@@ -6,22 +6,28 @@
 //
 // An inbox is named by the SHA-256 of its recovery Ed25519 public key
 // (COMP-070). Its identity-update topic (kind 0x02) carries updates that
-// add an installation, signed by the recovery key and by the new
-// installation key, or revoke one, signed by the recovery key (COMP-071).
+// add an installation, signed by the new installation key and authorised
+// by the recovery key or by an installation the inbox associates at that
+// point (COMP-260), or revoke one, signed by the recovery key (COMP-071).
 // [VerifyUpdate] checks one update; [Fold] computes association state from
 // an inbox's updates; [Resolver] implements [ports.Identity] over a
 // [ports.Store] (the cache) and a [ports.Transport] (the topic), and
 // [ports.BatchIdentity]: [Resolver.AssociationStates] resolves many
 // inboxes in one pass (COMP-130).
 //
-// [CreateInbox], [AddInstallation] and [Revoke] create and change an
-// identity; this installation's private keys are kept in the store's
-// blobs (COMP-122), so [Load] finds them after a restart.
+// [CreateInbox], [AddInstallation], [RequestInstallation], [Authorize]
+// and [Revoke] create and change an identity; this installation's private
+// keys are kept in the store's blobs (COMP-122), so [Load] finds them
+// after a restart. The recovery key is not: [CreateInbox] hands it out
+// once and [Revoke] takes it from the caller (COMP-261). [Load] reads
+// identities stored before that too, and [ExportRecoveryKey] moves their
+// stored recovery key out (COMP-262).
 //
 // # Errors
 //
 // An update that fails verification wraps [ErrInvalidUpdate] and names
-// the failed check. [Load] on a store holding no identity wraps
+// the failed check. [Revoke] without a recovery key wraps
+// [ErrNoRecoveryKey], with another inbox's [ErrWrongRecoveryKey]. [Load] on a store holding no identity wraps
 // [ErrNoIdentity], which wraps [ports.ErrNotFound]. [Resolver] answers
 // with errors wrapping [ports.ErrNotFound] (no update at the requested
 // sequence id, after fetching) or [ports.ErrUnavailable] (the fetch failed

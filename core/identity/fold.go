@@ -14,7 +14,9 @@ import (
 // counting (as the store keeps it); a record after through, one that
 // does not decode or verify, or one naming another inbox is ignored; an
 // add appends its installation key unless it is associated already or was
-// ever revoked; a revoke removes the key and bars it for good.
+// ever revoked, and, when an installation authorised it, unless that
+// installation is associated at that point of the fold (COMP-260); a
+// revoke removes the key and bars it for good.
 // The state's SequenceID is through.
 func Fold(inboxID string, records []ports.IdentityUpdateRecord, through uint64) ports.AssociationState {
 	return newHeld(inboxID).add(records, through).fold(through)
@@ -58,6 +60,19 @@ func (h *held) validAt(seq uint64) bool { return h.updates[seq] != nil }
 
 // fold applies the valid updates through sequence id through.
 func (h *held) fold(through uint64) ports.AssociationState {
+	return h.foldInto(through, nil)
+}
+
+// foldAuthorizers is fold that also returns, for every key an add
+// associated (revoked later or not), the installation key that authorised
+// that add (empty: the recovery key). A key is associated at most once.
+func (h *held) foldAuthorizers(through uint64) (ports.AssociationState, map[string][]byte) {
+	auths := map[string][]byte{}
+	return h.foldInto(through, auths), auths
+}
+
+// foldInto is fold, recording authorisers in auths when it is not nil.
+func (h *held) foldInto(through uint64, auths map[string][]byte) ports.AssociationState {
 	st := ports.AssociationState{InboxID: h.inboxID, SequenceID: through}
 	revoked := map[string]bool{}
 	for _, seq := range h.seqs {
@@ -70,8 +85,14 @@ func (h *held) fold(through uint64) ports.AssociationState {
 		}
 		if a := u.GetAddInstallation(); a != nil {
 			k := a.GetInstallationKey()
+			if auth := a.GetAuthorizerKey(); len(auth) > 0 && indexOf(st.InstallationKeys, auth) < 0 {
+				continue // COMP-260: the authoriser is revoked or was never associated
+			}
 			if !revoked[string(k)] && indexOf(st.InstallationKeys, k) < 0 {
 				st.InstallationKeys = append(st.InstallationKeys, bytes.Clone(k))
+				if auths != nil {
+					auths[string(k)] = a.GetAuthorizerKey()
+				}
 			}
 			continue
 		}
@@ -91,4 +112,44 @@ func indexOf(keys [][]byte, k []byte) int {
 		}
 	}
 	return -1
+}
+
+// Association is one installation an inbox associates, with the
+// installation that authorised its add, nil when the recovery key did.
+type Association struct {
+	InstallationKey []byte
+	AuthorizedBy    []byte
+}
+
+// Associations returns the installations the inbox associates at sequence
+// id through, in [Fold]'s order, each with the installation that
+// authorised the add that associated it.
+func Associations(inboxID string, records []ports.IdentityUpdateRecord, through uint64) []Association {
+	st, auths := newHeld(inboxID).add(records, through).foldAuthorizers(through)
+	out := make([]Association, len(st.InstallationKeys))
+	for i, k := range st.InstallationKeys {
+		out[i] = Association{InstallationKey: k, AuthorizedBy: bytes.Clone(auths[string(k)])}
+	}
+	return out
+}
+
+// AddedBy returns the installation keys the inbox associates at sequence
+// id through whose add the installation key authorizer authorised, or an
+// installation it authorised did, in the order they were added (COMP-263).
+// They stay associated when authorizer is revoked: the user revokes each
+// one that is not theirs.
+func AddedBy(inboxID string, records []ports.IdentityUpdateRecord, through uint64, authorizer []byte) [][]byte {
+	st, auths := newHeld(inboxID).add(records, through).foldAuthorizers(through)
+	var out [][]byte
+	for _, k := range st.InstallationKeys {
+		// Walk k's chain of authorisers up to the recovery key; each key
+		// is associated once, so the chain ends.
+		for by := auths[string(k)]; len(by) > 0; by = auths[string(by)] {
+			if bytes.Equal(by, authorizer) {
+				out = append(out, bytes.Clone(k))
+				break
+			}
+		}
+	}
+	return out
 }

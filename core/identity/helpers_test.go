@@ -18,3 +18,5 @@ func mustKeyF(f *testing.F) ed25519.PrivateKey {
 	}
 	return k
 }
+
+type ed25519Priv = ed25519.PrivateKey

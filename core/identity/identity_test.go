@@ -66,27 +66,17 @@ func newWorld(t *testing.T, db string) *world {
 	var err error
 	if db == "sqlite" {
 		es, err = deliverydb.OpenSQLite(ctx, filepath.Join(t.TempDir(), "regroupd.db"), nil)
-		if err == nil {
-			w.store, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "client.db"), nil)
-		}
 	} else {
-		dsn, ds, cs := pgDSN(t), deliverydb.FreshSchemaName(), schema(t)
-		es, err = deliverydb.OpenPostgres(ctx, dsn, &deliverydb.Options{Schema: ds})
+		es, err = deliverydb.OpenPostgres(ctx, pgDSN(t), &deliverydb.Options{Schema: deliverydb.FreshSchemaName()})
 		if err == nil {
 			t.Cleanup(func() { es.DropSchema(context.Background()) })
-			var ps *postgres.Store
-			ps, err = postgres.Open(ctx, &postgres.Options{DSN: dsn, Schema: cs})
-			w.store = ps
-			if err == nil {
-				t.Cleanup(func() { ps.DB().Exec(`DROP SCHEMA IF EXISTS "` + cs + `" CASCADE`) })
-			}
 		}
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { es.Close() })
-	t.Cleanup(func() { w.store.Close() })
+	w.store = w.newStore(t, db)
 	w.svc = delivery.New(es, &delivery.Options{Clock: w.clock})
 	rpc := grpctransport.NewServer(w.svc, nil)
 	gs := rpc.GRPCServer()
@@ -98,6 +88,36 @@ func newWorld(t *testing.T, db string) *world {
 	t.Cleanup(func() { rpc.Shutdown(); gs.Stop() })
 	w.addr = lis.Addr().String()
 	return w
+}
+
+// newStore opens a fresh client store of kind db, closed when the test
+// ends.
+func (w *world) newStore(t *testing.T, db string) ports.Store {
+	ctx := testCtx(t)
+	if db == "sqlite" {
+		s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "client.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	dsn, cs := pgDSN(t), schema(t)
+	ps, err := postgres.Open(ctx, &postgres.Options{DSN: dsn, Schema: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.DB().Exec(`DROP SCHEMA IF EXISTS "` + cs + `" CASCADE`); ps.Close() })
+	return ps
+}
+
+// resolverOn returns a resolver with its cache in store.
+func (w *world) resolverOn(t *testing.T, store ports.Store) *identity.Resolver {
+	r, err := identity.NewResolver(identity.ResolverOptions{Store: store, Transport: w.dial(t, nil), Clock: w.clock, RetryWindow: time.Second, RetryInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func (w *world) dial(t *testing.T, key ed25519.PrivateKey) ports.Transport {
@@ -150,13 +170,18 @@ func TestIdentityOverGRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			loaded, err := identity.Load(ctx, w.store)
-			if err != nil || loaded.InboxID != first.InboxID || !bytes.Equal(loaded.InstallationKey, first.InstallationKey) || !bytes.Equal(loaded.RecoveryKey, first.RecoveryKey) {
+			if err != nil || loaded.InboxID != first.InboxID || !bytes.Equal(loaded.InstallationKey, first.InstallationKey) ||
+				!bytes.Equal(loaded.RecoveryPublicKey, first.RecoveryPublicKey) {
 				t.Fatalf("Load = %+v, %v", loaded.InboxID, err)
+			}
+			if first.RecoveryKey == nil || loaded.RecoveryKey != nil || loaded.RecoveryKeyStored {
+				t.Fatalf("COMP-261: CreateInbox handed out recovery key %v; Load holds %v (stored %v), want it handed out and not stored",
+					first.RecoveryKey != nil, loaded.RecoveryKey != nil, loaded.RecoveryKeyStored)
 			}
 			// A second device of the same inbox, given the recovery key.
 			u, _ := identity.NewAdd(first.RecoveryKey, mustKey(t), w.clock.Now().UnixNano())
 			addSeq := publish(t, w.dialAnyKey(t), u)
-			revokeSeq, err := identity.Revoke(ctx, opts, first.PublicKey())
+			revokeSeq, err := identity.Revoke(ctx, opts, first.RecoveryKey, first.PublicKey())
 			if err != nil || revokeSeq <= addSeq {
 				t.Fatalf("Revoke = %d, %v (add at %d)", revokeSeq, err, addSeq)
 			}

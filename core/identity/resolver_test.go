@@ -134,6 +134,11 @@ func FuzzDecodeUpdate(f *testing.F) {
 	u, _ := identity.NewAdd(rk, ik, 1)
 	b, _ := protoMarshal(u)
 	f.Add(b)
+	req, _ := identity.NewAddRequest(mustKeyF(f), rk.Public().(ed25519Pub), 2)
+	if a, err := identity.AuthorizeAdd(ik, req.GetInboxId(), req); err == nil {
+		b, _ = protoMarshal(a)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := identity.DecodeUpdate(b); err != nil && !errors.Is(err, identity.ErrInvalidUpdate) {
 			t.Fatalf("error outside ErrInvalidUpdate: %v", err)

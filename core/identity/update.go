@@ -14,7 +14,7 @@ import (
 	"github.com/regroup-mls/regroup/proto/identitypb"
 )
 
-// UpdateContext is the Ed25519ctx context string of both signatures an
+// UpdateContext is the Ed25519ctx context string of every signature an
 // identity update carries (COMP-121).
 const UpdateContext = "regroup identity update v1"
 
@@ -51,11 +51,27 @@ func Topic(inboxID string) ([]byte, error) {
 	return append([]byte{byte(ports.TopicIdentityUpdates)}, raw...), nil
 }
 
-// TBS returns the bytes both signatures of u cover: the deterministic
-// encoding of IdentityUpdateTBS built from u's fields.
-func TBS(u *identitypb.IdentityUpdate) ([]byte, error) {
+// TBS returns the bytes the recovery signature and the installation
+// signature of u cover: the deterministic encoding of IdentityUpdateTBS
+// built from u's fields, with no authoriser (the bytes of format 1).
+func TBS(u *identitypb.IdentityUpdate) ([]byte, error) { return tbs(u, nil) }
+
+// AuthorizerTBS returns the bytes the authorizer signature of an add
+// authorised by an installation covers: [TBS] with the authorising
+// installation key set (COMP-260). Naming the authoriser keeps its
+// signature apart from every recovery or installation signature.
+func AuthorizerTBS(u *identitypb.IdentityUpdate) ([]byte, error) {
+	k := u.GetAddInstallation().GetAuthorizerKey()
+	if len(k) != ed25519.PublicKeySize {
+		return nil, invalidUpdate("authorizer_key is %d bytes, want %d", len(k), ed25519.PublicKeySize)
+	}
+	return tbs(u, k)
+}
+
+func tbs(u *identitypb.IdentityUpdate, authorizer []byte) ([]byte, error) {
 	tbs := &identitypb.IdentityUpdateTBS{
 		InboxId: u.GetInboxId(), RecoveryPublicKey: u.GetRecoveryPublicKey(), CreatedNs: u.GetCreatedNs(),
+		AuthorizerKey: authorizer,
 	}
 	switch a := u.GetAction().(type) {
 	case *identitypb.IdentityUpdate_AddInstallation:
@@ -80,7 +96,8 @@ func verify(pub, msg, sig []byte) bool {
 }
 
 // NewAdd returns an update that associates installation's key with the
-// inbox of recovery, signed by both keys, stamped createdNS.
+// inbox of recovery, authorised by the recovery key: signed by both keys,
+// stamped createdNS.
 func NewAdd(recovery, installation ed25519.PrivateKey, createdNS int64) (*identitypb.IdentityUpdate, error) {
 	if len(recovery) != ed25519.PrivateKeySize || len(installation) != ed25519.PrivateKeySize {
 		return nil, invalidUpdate("private keys must be %d bytes", ed25519.PrivateKeySize)
@@ -129,11 +146,16 @@ func NewRevoke(recovery ed25519.PrivateKey, installationKey []byte, createdNS in
 	return u, nil
 }
 
-// VerifyUpdate checks an identity update (COMP-071): a 32-byte recovery
-// key whose SHA-256 is the inbox id, an action with a 32-byte installation
-// key, the recovery key's signature over [TBS], and, for an add, the new
-// installation key's signature too. It returns nil or an error wrapping
-// [ErrInvalidUpdate] that names the failed check.
+// VerifyUpdate checks an identity update on its own (COMP-071, COMP-260):
+// a 32-byte recovery key whose SHA-256 is the inbox id, an action with a
+// 32-byte installation key, and its signatures. A revoke carries the
+// recovery key's signature over [TBS]. An add carries the new
+// installation key's signature over [TBS] and exactly one authorisation:
+// the recovery key's signature over [TBS], or an authorising installation
+// key other than the new one with its signature over [AuthorizerTBS].
+// Whether that installation may authorise is a question of association
+// state that only [Fold] answers. VerifyUpdate returns nil or an error
+// wrapping [ErrInvalidUpdate] that names the failed check.
 func VerifyUpdate(u *identitypb.IdentityUpdate) error {
 	if u == nil {
 		return invalidUpdate("nil update")
@@ -149,21 +171,47 @@ func VerifyUpdate(u *identitypb.IdentityUpdate) error {
 	if err != nil {
 		return err
 	}
-	var key, installationSig []byte
+	add := u.GetAddInstallation()
+	var key []byte
 	switch a := u.GetAction().(type) {
 	case *identitypb.IdentityUpdate_AddInstallation:
-		key, installationSig = a.AddInstallation.GetInstallationKey(), a.AddInstallation.GetInstallationSignature()
+		key = a.AddInstallation.GetInstallationKey()
 	case *identitypb.IdentityUpdate_RevokeInstallation:
 		key = a.RevokeInstallation.GetInstallationKey()
 	}
 	if len(key) != ed25519.PublicKeySize {
 		return invalidUpdate("installation_key is %d bytes, want %d", len(key), ed25519.PublicKeySize)
 	}
-	if !verify(rpub, tbs, u.GetRecoverySignature()) {
-		return invalidUpdate("recovery signature does not verify")
+	if add == nil || (len(add.GetAuthorizerKey()) == 0 && len(add.GetAuthorizerSignature()) == 0) {
+		if !verify(rpub, tbs, u.GetRecoverySignature()) {
+			return invalidUpdate("recovery signature does not verify")
+		}
+	} else if err := verifyAuthorizer(u, add, key); err != nil {
+		return err
 	}
-	if _, add := u.GetAction().(*identitypb.IdentityUpdate_AddInstallation); add && !verify(key, tbs, installationSig) {
+	if add != nil && !verify(key, tbs, add.GetInstallationSignature()) {
 		return invalidUpdate("installation signature does not verify")
+	}
+	return nil
+}
+
+// verifyAuthorizer checks an add authorised by an installation: no
+// recovery signature, an authorizer key that is not the added key, and
+// its signature over [AuthorizerTBS].
+func verifyAuthorizer(u *identitypb.IdentityUpdate, add *identitypb.AddInstallation, key []byte) error {
+	if len(u.GetRecoverySignature()) != 0 {
+		return invalidUpdate("an add carries both a recovery signature and an authorizer")
+	}
+	auth := add.GetAuthorizerKey()
+	if bytes.Equal(auth, key) {
+		return invalidUpdate("an installation cannot authorise its own add")
+	}
+	atbs, err := AuthorizerTBS(u)
+	if err != nil {
+		return err
+	}
+	if !verify(auth, atbs, add.GetAuthorizerSignature()) {
+		return invalidUpdate("authorizer signature does not verify")
 	}
 	return nil
 }

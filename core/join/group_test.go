@@ -261,7 +261,7 @@ func TestJOIN095_RevokedOwnAdder(t *testing.T) {
 			g := own.newGroup(groupSpec{})
 			ad := g.add(addSpec{}, j)
 			if revoked {
-				if _, err := identity.Revoke(w.ctx, identity.Options{Store: own.store, Transport: own.tr, Clock: w.clock}, own.key()); err != nil {
+				if _, err := identity.Revoke(w.ctx, identity.Options{Store: own.store, Transport: own.tr, Clock: w.clock}, own.id.RecoveryKey, own.key()); err != nil {
 					t.Fatal(err)
 				}
 			}

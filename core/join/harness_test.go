@@ -185,7 +185,8 @@ func (w *world) newInst(name string, o instOptions) *inst {
 	}
 	w.t.Cleanup(func() { in.store.Close() })
 	boot := memtransport.New(w.svc, nil)
-	iopts := identity.Options{Store: in.store, Transport: boot, Clock: w.clock}
+	// The store keeps the recovery key: tests add and revoke with it.
+	iopts := identity.Options{Store: in.store, Transport: boot, Clock: w.clock, KeepRecoveryKey: true}
 	if o.Recovery != nil {
 		in.id, err = identity.AddInstallation(w.ctx, iopts, o.Recovery)
 	} else {

@@ -151,7 +151,7 @@ func newInstallation(t testing.TB, db string, svc ports.DeliveryService, clk *cl
 	// The transport proves the installation key; it is known once the
 	// identity exists, so the first publish goes through a bootstrap one.
 	boot := memtransport.New(svc, nil)
-	if in.id, err = identity.CreateInbox(ctx, identity.Options{Store: in.store, Transport: boot, Clock: clk}); err != nil {
+	if in.id, err = identity.CreateInbox(ctx, identity.Options{Store: in.store, Transport: boot, Clock: clk, KeepRecoveryKey: true}); err != nil {
 		t.Fatal(err)
 	}
 	in.tr = memtransport.New(svc, &memtransport.Options{InstallationKey: in.id.PublicKey()})

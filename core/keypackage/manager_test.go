@@ -104,7 +104,7 @@ func TestJOIN001_JOIN004_JOIN072_PublishedPackage(t *testing.T) {
 func TestJOIN001_RevokedInstallationPublishesNothing(t *testing.T) {
 	clk := clock.NewFake(t0)
 	in := newInstallation(t, "sqlite", newService(t, clk), clk)
-	if _, err := identity.Revoke(testCtx(t), identity.Options{Store: in.store, Transport: in.tr, Clock: clk}, in.id.PublicKey()); err != nil {
+	if _, err := identity.Revoke(testCtx(t), identity.Options{Store: in.store, Transport: in.tr, Clock: clk}, in.id.RecoveryKey, in.id.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
 	_, err := in.mgr.Publish(testCtx(t))

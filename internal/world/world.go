@@ -22,6 +22,7 @@ import (
 	regroup "github.com/regroup-mls/regroup"
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/delivery"
+	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/internal/testenv"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/mlsfault"
@@ -87,8 +88,12 @@ type Config struct {
 	// RecoveryKey adds the member to the inbox of this recovery key; nil
 	// creates a new inbox.
 	RecoveryKey ed25519.PrivateKey
-	Options     *client.Options
-	Clock       ports.Clock
+	// Installation, when set, makes the member's identity in its new store
+	// instead (identity.RequestInstallation and an approval, say); it is
+	// not used with Injector.
+	Installation func(ctx context.Context, store ports.Store, clk ports.Clock) (identity.Installation, error)
+	Options      *client.Options
+	Clock        ports.Clock
 	// Transport, when set, wraps the member's transport (to inject
 	// delivery failures).
 	Transport func(ports.Transport) ports.Transport
@@ -141,7 +146,12 @@ func (w *World) Member(name string, cfg Config) *Member {
 		w.T.Fatalf("%s: %v", name, err)
 	}
 	w.T.Cleanup(cleanup)
-	in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey})
+	var in identity.Installation
+	if cfg.Installation != nil {
+		in, err = cfg.Installation(ctx, store, clk)
+	} else {
+		in, err = regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey})
+	}
 	if err != nil {
 		w.T.Fatalf("%s: %v", name, err)
 	}

@@ -39,7 +39,8 @@ type IdentityUpdate struct {
 	Action isIdentityUpdate_Action `protobuf_oneof:"action"`
 	// Client-chosen creation time, nanoseconds since the Unix epoch.
 	CreatedNs int64 `protobuf:"varint,5,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
-	// Ed25519 signature by the recovery key over IdentityUpdateTBS.
+	// Ed25519 signature by the recovery key over IdentityUpdateTBS. Empty on
+	// an add authorised by an installation (AddInstallation.authorizer_key).
 	RecoverySignature []byte `protobuf:"bytes,6,opt,name=recovery_signature,json=recoverySignature,proto3" json:"recovery_signature,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -144,16 +145,24 @@ func (*IdentityUpdate_AddInstallation) isIdentityUpdate_Action() {}
 
 func (*IdentityUpdate_RevokeInstallation) isIdentityUpdate_Action() {}
 
-// Associates an installation key with the inbox. Signed by the recovery key
-// and by the new installation key, so no installation is associated without
-// its own consent.
+// Associates an installation key with the inbox. Signed by the new
+// installation key, so no installation is associated without its own
+// consent, and authorised either by the recovery key (recovery_signature)
+// or by an installation the inbox associates when the update takes effect
+// (authorizer_key and authorizer_signature); readers ignore an add whose
+// authoriser is not associated at that point of the fold.
 type AddInstallation struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	InstallationKey []byte                 `protobuf:"bytes,1,opt,name=installation_key,json=installationKey,proto3" json:"installation_key,omitempty"`
 	// Ed25519 signature by installation_key over IdentityUpdateTBS.
 	InstallationSignature []byte `protobuf:"bytes,2,opt,name=installation_signature,json=installationSignature,proto3" json:"installation_signature,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The 32-byte installation key of the authorising installation; empty
+	// when the recovery key authorises the add.
+	AuthorizerKey []byte `protobuf:"bytes,3,opt,name=authorizer_key,json=authorizerKey,proto3" json:"authorizer_key,omitempty"`
+	// Ed25519 signature by authorizer_key over IdentityUpdateTBS.
+	AuthorizerSignature []byte `protobuf:"bytes,4,opt,name=authorizer_signature,json=authorizerSignature,proto3" json:"authorizer_signature,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *AddInstallation) Reset() {
@@ -196,6 +205,20 @@ func (x *AddInstallation) GetInstallationKey() []byte {
 func (x *AddInstallation) GetInstallationSignature() []byte {
 	if x != nil {
 		return x.InstallationSignature
+	}
+	return nil
+}
+
+func (x *AddInstallation) GetAuthorizerKey() []byte {
+	if x != nil {
+		return x.AuthorizerKey
+	}
+	return nil
+}
+
+func (x *AddInstallation) GetAuthorizerSignature() []byte {
+	if x != nil {
+		return x.AuthorizerSignature
 	}
 	return nil
 }
@@ -245,7 +268,7 @@ func (x *RevokeInstallation) GetInstallationKey() []byte {
 	return nil
 }
 
-// The bytes both identity signatures cover.
+// The bytes every identity signature covers.
 type IdentityUpdateTBS struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	InboxId           string                 `protobuf:"bytes,1,opt,name=inbox_id,json=inboxId,proto3" json:"inbox_id,omitempty"`
@@ -254,8 +277,12 @@ type IdentityUpdateTBS struct {
 	Action          uint32 `protobuf:"varint,3,opt,name=action,proto3" json:"action,omitempty"`
 	InstallationKey []byte `protobuf:"bytes,4,opt,name=installation_key,json=installationKey,proto3" json:"installation_key,omitempty"`
 	CreatedNs       int64  `protobuf:"varint,5,opt,name=created_ns,json=createdNs,proto3" json:"created_ns,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The authorising installation key of an add authorised by an
+	// installation; empty otherwise, so the bytes of an add or revoke
+	// authorised by the recovery key are those of format 1.
+	AuthorizerKey []byte `protobuf:"bytes,6,opt,name=authorizer_key,json=authorizerKey,proto3" json:"authorizer_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *IdentityUpdateTBS) Reset() {
@@ -323,6 +350,13 @@ func (x *IdentityUpdateTBS) GetCreatedNs() int64 {
 	return 0
 }
 
+func (x *IdentityUpdateTBS) GetAuthorizerKey() []byte {
+	if x != nil {
+		return x.AuthorizerKey
+	}
+	return nil
+}
+
 var File_identitypb_identity_proto protoreflect.FileDescriptor
 
 const file_identitypb_identity_proto_rawDesc = "" +
@@ -336,19 +370,22 @@ const file_identitypb_identity_proto_rawDesc = "" +
 	"\n" +
 	"created_ns\x18\x05 \x01(\x03R\tcreatedNs\x12-\n" +
 	"\x12recovery_signature\x18\x06 \x01(\fR\x11recoverySignatureB\b\n" +
-	"\x06action\"s\n" +
+	"\x06action\"\xcd\x01\n" +
 	"\x0fAddInstallation\x12)\n" +
 	"\x10installation_key\x18\x01 \x01(\fR\x0finstallationKey\x125\n" +
-	"\x16installation_signature\x18\x02 \x01(\fR\x15installationSignature\"?\n" +
+	"\x16installation_signature\x18\x02 \x01(\fR\x15installationSignature\x12%\n" +
+	"\x0eauthorizer_key\x18\x03 \x01(\fR\rauthorizerKey\x121\n" +
+	"\x14authorizer_signature\x18\x04 \x01(\fR\x13authorizerSignature\"?\n" +
 	"\x12RevokeInstallation\x12)\n" +
-	"\x10installation_key\x18\x01 \x01(\fR\x0finstallationKey\"\xc0\x01\n" +
+	"\x10installation_key\x18\x01 \x01(\fR\x0finstallationKey\"\xe7\x01\n" +
 	"\x11IdentityUpdateTBS\x12\x19\n" +
 	"\binbox_id\x18\x01 \x01(\tR\ainboxId\x12.\n" +
 	"\x13recovery_public_key\x18\x02 \x01(\fR\x11recoveryPublicKey\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\rR\x06action\x12)\n" +
 	"\x10installation_key\x18\x04 \x01(\fR\x0finstallationKey\x12\x1d\n" +
 	"\n" +
-	"created_ns\x18\x05 \x01(\x03R\tcreatedNsB<Z:github.com/regroup-mls/regroup/proto/identitypb;identitypbb\x06proto3"
+	"created_ns\x18\x05 \x01(\x03R\tcreatedNs\x12%\n" +
+	"\x0eauthorizer_key\x18\x06 \x01(\fR\rauthorizerKeyB<Z:github.com/regroup-mls/regroup/proto/identitypb;identitypbb\x06proto3"
 
 var (
 	file_identitypb_identity_proto_rawDescOnce sync.Once
