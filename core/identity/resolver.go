@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -40,6 +41,8 @@ type ResolverOptions struct {
 // inbox's missing updates from its topic. It is safe for concurrent use.
 type Resolver struct {
 	opts ResolverOptions
+	// tails are the identity topics' read positions past junk (COMP-249).
+	tails readpos.Tracker
 }
 
 var (
@@ -110,9 +113,10 @@ func (r *Resolver) Newest(ctx context.Context, inboxID string) (ports.Associatio
 }
 
 // Sync fetches the inbox's identity updates after the highest one held and
-// stores them, until the topic has no more. Only envelopes whose sequence
-// ids increase past what is held are stored, so the held updates are
-// always a prefix of the topic; pages fetched before a failure are kept. A
+// stores them, until the topic has no more. Only verified updates of the
+// inbox whose sequence ids increase past what is held are stored, so the
+// held updates are the topic's updates up to the highest held, junk left
+// out (COMP-249); pages fetched before a failure are kept. A
 // transport failure wraps [ports.ErrUnavailable] (or the transport's own
 // class).
 func (r *Resolver) Sync(ctx context.Context, inboxID string) error {
@@ -138,35 +142,58 @@ func (r *Resolver) Sync(ctx context.Context, inboxID string) error {
 }
 
 // fetch reads the inbox's topic after sequence id after, page by page,
-// until a page is empty, an envelope does not move forward, or it holds
-// an envelope at or after sequence id through, and returns the records
-// that move forward. On a transport failure it returns the records of the
-// pages read before it and the failure.
+// until a page is empty or holds an envelope that does not move forward,
+// or the pass has read at or after sequence id through, and returns the
+// records of the updates that move forward. Only updates that verify and
+// name the inbox are records (COMP-249): junk — bytes that are no
+// verified update of this inbox — is read past in memory and never held,
+// so an envelope the delivery service placed at 2^63−1 neither moves
+// what is held past the honest updates published after it nor makes
+// every later lookup answer JOIN-059. On a transport failure it returns
+// the records of the pages read before it and the failure.
 func (r *Resolver) fetch(ctx context.Context, inboxID string, after, through uint64) ([]ports.IdentityUpdateRecord, error) {
 	topic, err := Topic(inboxID)
 	if err != nil {
 		return nil, err
 	}
+	pass := r.tails.Start(inboxID, after)
+	defer pass.End()
 	var recs []ports.IdentityUpdateRecord
 	for {
-		page, err := r.opts.Transport.Query(ctx, topic, after, r.opts.PageSize)
+		page, err := r.opts.Transport.Query(ctx, topic, pass.Pos(), r.opts.PageSize)
 		if err != nil {
 			return recs, fmt.Errorf("fetch identity updates of %s: %w", inboxID, err)
 		}
-		n := 0
+		start := pass.Pos()
 		for _, env := range page {
 			seq := env.GetSequenceId()
-			if seq <= after || seq > math.MaxInt64 {
+			if seq <= pass.Pos() {
 				break // a sequence id that does not move forward ends the page
 			}
-			recs = append(recs, ports.IdentityUpdateRecord{InboxID: inboxID, SequenceID: seq, Update: updateBytes(env)})
-			after = seq
-			n++
+			if seq > math.MaxInt64 {
+				continue
+			}
+			b, ok := authenticUpdate(inboxID, env)
+			if ok {
+				recs = append(recs, ports.IdentityUpdateRecord{InboxID: inboxID, SequenceID: seq, Update: b})
+			}
+			pass.Read(seq, ok)
 		}
-		if n == 0 || n < len(page) || after >= through {
+		if pass.Pos() >= through || !pass.EndPage(pass.Pos() > start) {
 			return recs, nil
 		}
 	}
+}
+
+// authenticUpdate returns the serialized IdentityUpdate an envelope
+// carries when it verifies and names the inbox.
+func authenticUpdate(inboxID string, env *backendpb.OriginatorEnvelope) ([]byte, bool) {
+	u := env.GetEnvelope().GetIdentityUpdate()
+	if u == nil || u.GetInboxId() != inboxID || VerifyUpdate(u) != nil {
+		return nil, false
+	}
+	b, err := proto.Marshal(u)
+	return b, err == nil && len(b) > 0
 }
 
 func put(ctx context.Context, tx ports.Tx, recs []ports.IdentityUpdateRecord) error {
@@ -176,16 +203,4 @@ func put(ctx context.Context, tx ports.Tx, recs []ports.IdentityUpdateRecord) er
 		}
 	}
 	return nil
-}
-
-// updateBytes returns the serialized IdentityUpdate an envelope carries,
-// or one byte that decodes as no update, so that the envelope still
-// advances the held prefix and is ignored by Fold.
-func updateBytes(env *backendpb.OriginatorEnvelope) []byte {
-	if u := env.GetEnvelope().GetIdentityUpdate(); u != nil {
-		if b, err := proto.Marshal(u); err == nil && len(b) > 0 {
-			return b
-		}
-	}
-	return []byte{0xff}
 }

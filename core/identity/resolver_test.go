@@ -146,3 +146,58 @@ func FuzzDecodeUpdate(f *testing.F) {
 		identity.Fold("x", []ports.IdentityUpdateRecord{{InboxID: "x", SequenceID: 1, Update: b}}, 1)
 	})
 }
+
+// placing serves, besides what the service holds, envelopes placed at ids
+// the delivery service chose.
+type placing struct {
+	ports.Transport
+	placed []*backendpb.OriginatorEnvelope
+}
+
+func (p *placing) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	envs, err := p.Transport.Query(ctx, topic, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range p.placed {
+		if e.GetSequenceId() > after && string(e.GetEnvelope().GetTargetTopic()) == string(topic) {
+			envs = append(envs, e)
+		}
+	}
+	return envs, nil
+}
+
+// COMP-249: junk an operator places on an inbox's identity topic near
+// 2^63−1 — bytes that are no update, and a forged update of the inbox —
+// is never held: a revocation published after it, with a lower id, is
+// fetched and folded, and a lookup at the revocation's id answers, not
+// JOIN-059's ErrNotFound.
+func TestCOMP249_JunkAtAnExtremeIDHidesNoUpdate(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	inner := memtransport.New(w.svc, nil)
+	rk := mustKey(t)
+	add, _ := identity.NewAdd(rk, mustKey(t), 1)
+	publish(t, inner, add)
+	topic, _ := identity.Topic(add.GetInboxId())
+	forged, _ := identity.NewAdd(rk, mustKey(t), 2)
+	forged.GetAddInstallation().InstallationSignature[0] ^= 1
+	tr := &placing{Transport: inner, placed: []*backendpb.OriginatorEnvelope{
+		{SequenceId: 1<<63 - 2, Envelope: &backendpb.ClientEnvelope{TargetTopic: topic}},
+		{SequenceId: 1<<63 - 1, Envelope: &backendpb.ClientEnvelope{TargetTopic: topic,
+			Payload: &backendpb.ClientEnvelope_IdentityUpdate{IdentityUpdate: forged}}},
+	}}
+	r := w.resolver(t, tr, time.Second)
+	ctx := context.Background()
+	if err := r.Sync(ctx, add.GetInboxId()); err != nil {
+		t.Fatal(err)
+	}
+	revoke, _ := identity.NewRevoke(rk, add.GetAddInstallation().GetInstallationKey(), 3)
+	at := publish(t, inner, revoke)
+	st, err := r.AssociationState(ctx, add.GetInboxId(), at)
+	if err != nil {
+		t.Fatalf("the state at the revocation's id %d after the junk: %v", at, err)
+	}
+	if len(st.InstallationKeys) != 0 {
+		t.Fatalf("the revocation after the junk was not folded: %x", st.InstallationKeys)
+	}
+}
