@@ -259,7 +259,7 @@ func (in *inst) setup() {
 		Algorithms: in.reg, Installation: in.id, Identity: ident, ProtocolVersion: version, Log: in.log,
 		MaxHeld: in.opts.MaxHeld, MaxRejected: in.opts.MaxRejected, MaxHeldPerSender: in.opts.MaxHeldPerSender,
 		IdentityTimeout: in.opts.IdentityTimeout,
-		CatchUp: catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
+		CatchUp:         catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
 		OnJoined:  func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
 		OnWelcome: func(o join.Outcome) { in.mu.Lock(); in.outcomes = append(in.outcomes, o); in.mu.Unlock() },
 	})
