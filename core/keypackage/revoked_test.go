@@ -10,6 +10,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/keypackage"
+	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
@@ -58,5 +59,53 @@ func TestJOIN001_RevokedInstallationRepublishesNothing(t *testing.T) {
 	}
 	if n := ct.sent.Load(); n != 0 {
 		t.Fatalf("%d publishes reached the service after the revocation", n)
+	}
+}
+
+// lyingIDs answers key-package publishes with the sequence ids it is
+// given, in turn: a delivery service that lies about them.
+type lyingIDs struct {
+	ports.Transport
+	ids []uint64
+}
+
+func (l *lyingIDs) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	if _, err := l.Transport.Publish(ctx, envs); err != nil {
+		return nil, err
+	}
+	id := l.ids[0]
+	l.ids = l.ids[1:]
+	return []uint64{id}, nil
+}
+
+// JOIN-003, JOIN-074, COMP-256: the two guards of key destruction. The
+// package with the highest confirmed sequence id is current and keeps its
+// keys, and so does every package created after it, when a lying delivery
+// service confirms later packages under lower ids: nothing is destroyed,
+// however long after.
+func TestJOIN003_DestructionGuardsAgainstLyingSequenceIDs(t *testing.T) {
+	clk := clock.NewFake(t0)
+	in := newInstallation(t, "sqlite", newService(t, clk), clk)
+	ctx := testCtx(t)
+	in.opts.Transport = &lyingIDs{Transport: in.tr, ids: []uint64{1000, 10, 20}}
+	mgr, _ := keypackage.NewManager(in.opts)
+	for i := 0; i < 3; i++ {
+		if _, err := mgr.Rotate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Hour)
+	}
+	cur, err := mgr.Current(ctx)
+	if err != nil || cur.PublishSequenceID != 1000 {
+		t.Fatalf("current %d (%v), want the package confirmed under 1000", cur.PublishSequenceID, err)
+	}
+	clk.Advance(10 * 24 * time.Hour)
+	if n, err := mgr.DestroySuperseded(ctx); err != nil || n != 0 {
+		t.Fatalf("destroyed %d packages (%v), want none", n, err)
+	}
+	for _, r := range in.records() {
+		if !hasKeys(r) {
+			t.Fatalf("package confirmed under %d lost its keys", r.PublishSequenceID)
+		}
 	}
 }
