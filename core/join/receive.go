@@ -142,9 +142,8 @@ type Receiver struct {
 	// durable cursor through skip was read by an earlier pass of this
 	// process (COMP-250). Guarded by sem.
 	skip uint64
-	// slow are the inboxes whose identity lookup timed out in the
-	// current pass (COMP-255). Guarded by sem.
-	slow map[string]bool
+	// ids runs the identity lookups of section 8 (COMP-255).
+	ids lookups
 	// authed reports that the current attempt opened a wrapper under one
 	// of this installation's keys. Guarded by sem.
 	authed bool
@@ -237,7 +236,7 @@ func (r *Receiver) Process(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	r.slow = map[string]bool{}
+	r.ids.newPass()
 	// Welcomes stored by a pass that stopped before attempting them
 	// (a crash, a cancelled context) are attempted first.
 	ferr := r.attemptAll(ctx, true)
@@ -253,7 +252,7 @@ func (r *Receiver) RetryHeld(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	r.slow = map[string]bool{}
+	r.ids.newPass()
 	return r.attemptAll(ctx, false)
 }
 

@@ -1,0 +1,74 @@
+package join_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// hanging is an identity source that does not answer for one inbox until
+// it is released.
+type hanging struct {
+	ports.Identity
+	inbox   string
+	release chan struct{}
+}
+
+func (h *hanging) AssociationState(ctx context.Context, inbox string, seq uint64) (ports.AssociationState, error) {
+	if inbox == h.inbox {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ports.AssociationState{}, ctx.Err()
+		}
+	}
+	return h.Identity.AssociationState(ctx, inbox, seq)
+}
+
+// processWithin runs a welcome pass and fails the test when it does not
+// return within limit: a pass that waits on a lookup that never answers.
+func (in *inst) processWithin(limit time.Duration) {
+	in.w.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- in.rcv.Process(in.w.ctx) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		in.w.t.Fatalf("%s: the welcome pass did not return within %v", in.name, limit)
+	}
+}
+
+// JOIN-085, JOIN-051, COMP-255: a Welcome whose membership names an inbox
+// whose identity lookup hangs does not stall the others: the pass waits a
+// bounded time once, holds that Welcome for a retry and joins the rest;
+// once the lookup answers, the retry joins it.
+func TestJOIN085_HangingIdentityLookupDoesNotStallOthers(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	a, s := w.newInst("adder", instOptions{}), w.newInst("stranger", instOptions{})
+	h := &hanging{inbox: s.inbox(), release: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-h.release:
+		default:
+			close(h.release)
+		}
+	})
+	j := w.newInst("joiner", instOptions{IdentityTimeout: 100 * time.Millisecond,
+		Identity: func(id ports.Identity) ports.Identity { h.Identity = id; return h }})
+	_, slow1 := s.newGroup(groupSpec{}).join(j, addSpec{})
+	_, slow2 := s.newGroup(groupSpec{}).join(j, addSpec{})
+	_, fast := a.newGroup(groupSpec{}).join(j, addSpec{})
+	j.processWithin(10 * time.Second)
+	j.want(slow1, "held JOIN-085")
+	j.want(slow2, "held JOIN-085")
+	j.want(fast, "joined")
+	close(h.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for j.state(slow2) != "joined" && time.Now().Before(deadline) {
+		_ = j.rcv.RetryHeld(w.ctx)
+	}
+	j.want(slow1, "joined")
+	j.want(slow2, "joined")
+}
