@@ -1,0 +1,105 @@
+package join_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// servedAt is a joiner whose welcome topic is served with every envelope
+// at the sequence id *seq: a delivery service that chooses the ids.
+func servedAt(w *world, seq *uint64) *inst {
+	return w.newInst("joiner", instOptions{Transport: func(in *inst, tr ports.Transport) ports.Transport {
+		return &rewriting{Transport: tr, topic: join.WelcomeTopic(in.key()), rewrite: func(e *backendpb.OriginatorEnvelope) {
+			e.SequenceId = *seq
+		}}
+	}})
+}
+
+// JOIN-037 at its boundary: a message_cursor equal to the Welcome's own
+// sequence id is rejected; one below it by one is not.
+func TestJOIN037_AnchorBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		above uint64
+		want  string
+	}{{0, "rejected JOIN-037"}, {1, "joined"}} {
+		t.Run(fmt.Sprintf("welcome at anchor+%d", tc.above), func(t *testing.T) {
+			w := newWorld(t, "sqlite")
+			a := w.newInst("adder", instOptions{})
+			var seq uint64
+			j := servedAt(w, &seq)
+			g := a.newGroup(groupSpec{})
+			ad := g.add(addSpec{}, j)
+			seq = ad.anchor + tc.above
+			g.send(ad)
+			j.process()
+			j.want(seq, tc.want)
+		})
+	}
+}
+
+// JOIN-050 at its boundary: an identity reference equal to the Welcome's
+// own sequence id is rejected; one below it by one is not.
+func TestJOIN050_IdentityReferenceBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		above uint64
+		want  string
+	}{{0, "rejected JOIN-050"}, {1, "joined"}} {
+		t.Run(fmt.Sprintf("welcome at reference+%d", tc.above), func(t *testing.T) {
+			w := newWorld(t, "sqlite")
+			a := w.newInst("adder", instOptions{})
+			var seq uint64
+			j := servedAt(w, &seq)
+			g := a.newGroup(groupSpec{})
+			ad := g.add(addSpec{}, j)
+			ref := max(a.association(a.inbox()).SequenceID, a.association(j.inbox()).SequenceID)
+			seq = ref + tc.above
+			g.sendAt(ad, 1) // an anchor below every reference, so JOIN-037 passes
+			j.process()
+			j.want(seq, tc.want)
+		})
+	}
+}
+
+// JOIN-084: a Welcome addressed to a key package whose init or leaf
+// encryption private key is gone is held under the missing-key policy,
+// not rejected, and joins once the key is back.
+func TestJOIN084_MissingInitOrEncryptionKeyIsHeld(t *testing.T) {
+	for _, which := range []string{"init", "encryption"} {
+		t.Run(which, func(t *testing.T) {
+			w := newWorld(t, "sqlite")
+			a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{})
+			recs := j.records()
+			kp := recs[len(recs)-1]
+			set := func(r *ports.KeyPackageRecord, k []byte) {
+				if which == "init" {
+					r.InitPrivateKey = k
+				} else {
+					r.EncryptionPrivateKey = k
+				}
+			}
+			j.tx(func(ctx context.Context, tx ports.Tx) error {
+				return tx.KeyPackages().Update(ctx, kp.Ref, func(r *ports.KeyPackageRecord) error { set(r, nil); return nil })
+			})
+			_, seq := a.newGroup(groupSpec{}).join(j, addSpec{})
+			j.process()
+			j.want(seq, "held JOIN-084")
+			j.tx(func(ctx context.Context, tx ports.Tx) error {
+				return tx.KeyPackages().Update(ctx, kp.Ref, func(r *ports.KeyPackageRecord) error {
+					if which == "init" {
+						set(r, kp.InitPrivateKey)
+					} else {
+						set(r, kp.EncryptionPrivateKey)
+					}
+					return nil
+				})
+			})
+			j.retry()
+			j.want(seq, "joined")
+		})
+	}
+}
