@@ -32,7 +32,7 @@ func (h *hanging) AssociationState(ctx context.Context, inbox string, seq uint64
 func (in *inst) processWithin(limit time.Duration) {
 	in.w.t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- in.rcv.Process(in.w.ctx) }()
+	go func() { done <- in.rcv.Process(in.w.ctx) }() // its error is a held Welcome's (JOIN-085)
 	select {
 	case <-done:
 	case <-time.After(limit):
@@ -55,12 +55,17 @@ func TestJOIN085_HangingIdentityLookupDoesNotStallOthers(t *testing.T) {
 			close(h.release)
 		}
 	})
-	j := w.newInst("joiner", instOptions{IdentityTimeout: 100 * time.Millisecond,
+	j := w.newInst("joiner", instOptions{IdentityTimeout: 500 * time.Millisecond,
 		Identity: func(id ports.Identity) ports.Identity { h.Identity = id; return h }})
 	_, slow1 := s.newGroup(groupSpec{}).join(j, addSpec{})
 	_, slow2 := s.newGroup(groupSpec{}).join(j, addSpec{})
 	_, fast := a.newGroup(groupSpec{}).join(j, addSpec{})
-	j.processWithin(10 * time.Second)
+	j.processWithin(30 * time.Second)
+	// A loaded machine can make an honest lookup miss the bound too; the
+	// next passes take it, while the hanging one still hangs.
+	for i := 0; i < 5 && j.state(fast) != "joined"; i++ {
+		j.processWithin(30 * time.Second)
+	}
 	j.want(slow1, "held JOIN-085")
 	j.want(slow2, "held JOIN-085")
 	j.want(fast, "joined")
