@@ -189,8 +189,9 @@ const (
 // Topic returns this installation's welcome topic.
 func (r *Receiver) Topic() []byte { return WelcomeTopic(r.o.Installation.PublicKey()) }
 
-// Cursor returns the sequence id of the last envelope read from the
-// welcome topic.
+// Cursor returns the durable read position on the welcome topic: the
+// sequence id of the last Welcome that opened under one of this
+// installation's keys and below which every envelope was read (COMP-250).
 func (r *Receiver) Cursor(ctx context.Context) (cur uint64, err error) {
 	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
 		cur, err = cursor(ctx, tx)
@@ -226,10 +227,12 @@ func (r *Receiver) lock(ctx context.Context) (func(), error) {
 	}
 }
 
-// Process reads every envelope of the welcome topic after the stored
-// cursor, stores each as a held Welcome in the transaction that moves the
-// cursor, and then attempts every Welcome never attempted. It returns
-// only local failures.
+// Process attempts every held Welcome never attempted, then reads the
+// welcome topic after the stored cursor: each page's new envelopes are
+// stored as held Welcomes and attempted at once, and the held bounds apply
+// to what could not be completed (COMP-253). The cursor moves only over
+// Welcomes that opened under this installation's keys (COMP-250). It
+// returns only local failures.
 func (r *Receiver) Process(ctx context.Context) error {
 	unlock, err := r.lock(ctx)
 	if err != nil {
