@@ -103,3 +103,30 @@ func TestJOIN084_MissingInitOrEncryptionKeyIsHeld(t *testing.T) {
 		})
 	}
 }
+
+// JOIN-092's condition: only a Welcome whose message_cursor is above the
+// stored cursor waits for the removal. One at the stored cursor of a
+// group that is still active is decided at once under JOIN-042, though
+// its epoch is later.
+func TestJOIN092_AnchorAtStoredCursorIsNotHeld(t *testing.T) {
+	for _, above := range []uint64{0, 1} {
+		t.Run(fmt.Sprintf("anchor cursor+%d", above), func(t *testing.T) {
+			w := newWorld(t, "sqlite")
+			a := w.newInst("adder", instOptions{})
+			j := w.newInst("joiner", instOptions{NoCatchUp: true})
+			g := a.newGroup(groupSpec{})
+			_, first := g.join(j, addSpec{})
+			j.process()
+			j.want(first, "joined")
+			gr, _ := j.group(g.id)
+			ad := g.add(addSpec{remove: []uint32{g.leafOf(j)}}, j) // a readd, not yet read by j
+			seq := g.sendAt(ad, gr.Cursor+above)
+			j.process()
+			if above == 0 {
+				j.want(seq, "rejected JOIN-042")
+			} else {
+				j.want(seq, "held JOIN-092")
+			}
+		})
+	}
+}
