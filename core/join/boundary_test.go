@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/ports"
@@ -129,4 +130,32 @@ func TestJOIN092_AnchorAtStoredCursorIsNotHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// JOIN-092's deadline condition: 3 days after the Welcome, a topic that
+// ends below message_cursor rejects the Welcome only once the client has
+// processed the topic through that end; before that the Welcome stays
+// held.
+func TestJOIN092_DeadlineWaitsForProcessingThroughTheEnd(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	a := w.newInst("adder", instOptions{})
+	j := w.newInst("joiner", instOptions{NoCatchUp: true})
+	g := a.newGroup(groupSpec{})
+	_, first := g.join(j, addSpec{})
+	j.process()
+	j.want(first, "joined")
+	end := g.commit(ports.CommitOptions{ForcePath: true}) // the topic's end; j has not read it
+	ad := g.add(addSpec{remove: []uint32{g.leafOf(j)}, local: true}, j)
+	a.fill(5)
+	seq := g.sendAt(ad, end+3) // an anchor the topic never reaches
+	j.process()
+	j.want(seq, "held JOIN-092")
+	w.clock.Advance(73 * time.Hour)
+	j.retry()
+	j.want(seq, "held JOIN-092") // the topic was not processed through its end
+	if err := j.catchUp(w.ctx, g.id); err != nil {
+		t.Fatal(err)
+	}
+	j.retry()
+	j.want(seq, "rejected JOIN-092")
 }
