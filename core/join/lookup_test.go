@@ -27,6 +27,23 @@ func (h *hanging) AssociationState(ctx context.Context, inbox string, seq uint64
 	return h.Identity.AssociationState(ctx, inbox, seq)
 }
 
+// hangingBatch is the same source answering many requests at once, as
+// identity.Resolver does: a batch that names the inbox hangs.
+type hangingBatch struct{ *hanging }
+
+func (h hangingBatch) AssociationStates(ctx context.Context, reqs []ports.IdentityRequest) ([]ports.IdentityResult, error) {
+	for _, r := range reqs {
+		if r.InboxID == h.inbox {
+			select {
+			case <-h.release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return h.Identity.(ports.BatchIdentity).AssociationStates(ctx, reqs)
+}
+
 // processWithin runs a welcome pass and fails the test when it does not
 // return within limit: a pass that waits on a lookup that never answers.
 func (in *inst) processWithin(limit time.Duration) { in.within(limit, in.rcv.Process) }
@@ -49,6 +66,14 @@ func (in *inst) within(limit time.Duration, pass func(context.Context) error) {
 // bounded time once, holds that Welcome for a retry and joins the rest;
 // once the lookup answers, the retry joins it.
 func TestJOIN085_HangingIdentityLookupDoesNotStallOthers(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one lookup per inbox", true: "batched lookups"}[batch], func(t *testing.T) {
+			hangingLookup(t, batch)
+		})
+	}
+}
+
+func hangingLookup(t *testing.T, batch bool) {
 	w := newWorld(t, "sqlite")
 	a, s := w.newInst("adder", instOptions{}), w.newInst("stranger", instOptions{})
 	h := &hanging{inbox: s.inbox(), release: make(chan struct{})}
@@ -60,7 +85,13 @@ func TestJOIN085_HangingIdentityLookupDoesNotStallOthers(t *testing.T) {
 		}
 	})
 	j := w.newInst("joiner", instOptions{IdentityTimeout: 500 * time.Millisecond,
-		Identity: func(id ports.Identity) ports.Identity { h.Identity = id; return h }})
+		Identity: func(id ports.Identity) ports.Identity {
+			h.Identity = id
+			if batch {
+				return hangingBatch{h}
+			}
+			return h
+		}})
 	_, slow1 := s.newGroup(groupSpec{}).join(j, addSpec{})
 	_, slow2 := s.newGroup(groupSpec{}).join(j, addSpec{})
 	_, fast := a.newGroup(groupSpec{}).join(j, addSpec{})
