@@ -2,12 +2,14 @@ package join_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
@@ -158,4 +160,31 @@ func TestJOIN092_DeadlineWaitsForProcessingThroughTheEnd(t *testing.T) {
 	}
 	j.retry()
 	j.want(seq, "rejected JOIN-092")
+}
+
+// COMP-165, JOIN-037: a pointee the delivery service serves under a
+// sequence id above its pointer's does not loosen the bound: the lower id
+// (the pointer's) is the Welcome's own, so an anchor at the pointer's id
+// is rejected.
+func TestJOIN037_PointeeIdAbovePointerDoesNotLoosenTheBound(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	a := w.newInst("adder", instOptions{})
+	k := newPointeeKeys()
+	var lie uint64
+	j := w.newInst("joiner", instOptions{Transport: func(_ *inst, tr ports.Transport) ports.Transport {
+		return &rewriting{Transport: tr, topic: join.WelcomeTopic(k.dest), rewrite: func(e *backendpb.OriginatorEnvelope) { e.SequenceId = lie }}
+	}})
+	ad := a.newGroup(groupSpec{}).add(addSpec{}, j)
+	id := make([]byte, 32)
+	rand.Read(id)
+	last := a.publish(welcomeEnv(id, &apipb.WelcomeMessage{Version: &apipb.WelcomeMessage_V1_{V1: &apipb.WelcomeMessage_V1{InstallationKey: id, Data: []byte{1}}}}))[0]
+	// The shared counter (COMP-041): the pointee gets last+1, the pointer last+2.
+	pointer := last + 2
+	lie = pointer + 1000
+	a.publish(a.pointee(k, ports.WrapperSymmetricKey, ad.welcome, meta(pointer)))
+	if seq := a.publish(a.pointerFor(ad.recipients[0], k.pointer()))[0]; seq != pointer {
+		t.Fatalf("the pointer has sequence id %d, want %d", seq, pointer)
+	}
+	j.process()
+	j.want(pointer, "rejected JOIN-037")
 }
