@@ -54,13 +54,13 @@ func TestJOIN074_KeysDestroyedOnTimeUnderAFlood(t *testing.T) {
 	if _, err := j.mgr.Rotate(w.ctx); err != nil { // the first package is superseded now: due in 1 day
 		t.Fatal(err)
 	}
-	a.flood(j, 300)
+	a.flood(j, 2*join.DefaultMaxHeldPerSender)
 	j.process()
 	if n := j.heldCount(); n > join.DefaultMaxHeldPerSender {
 		t.Fatalf("%d flooded Welcomes held, want at most %d", n, join.DefaultMaxHeldPerSender)
 	}
 	// The client's periodic work: the key-package tick, then the welcome
-	// passes, once an hour.
+	// passes, every 6 hours here.
 	tick := func() {
 		if err := j.mgr.Tick(w.ctx); err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestJOIN074_KeysDestroyedOnTimeUnderAFlood(t *testing.T) {
 		}
 	}
 	for w.clock.Now().Before(t0.Add(24 * time.Hour)) {
-		w.clock.Advance(time.Hour)
+		w.clock.Advance(6 * time.Hour)
 		if w.clock.Now().Before(t0.Add(24*time.Hour)) && j.destroyed() != 0 {
 			t.Fatalf("keys destroyed at %v, before their day was over", w.clock.Now())
 		}
@@ -81,25 +81,25 @@ func TestJOIN074_KeysDestroyedOnTimeUnderAFlood(t *testing.T) {
 	if d := j.destroyed(); d != 1 || j.heldCount() != 0 {
 		t.Fatalf("at the end of the day: %d packages destroyed, %d Welcomes held; want 1 and 0", d, j.heldCount())
 	}
-	// A second rotation and a flood that goes on for 6 hours: the keys go
+	// A second rotation and a flood that goes on for 18 hours: the keys go
 	// 1 day after its last Welcome, not never.
 	if _, err := j.mgr.Rotate(w.ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := w.clock.Now()
 	var last time.Time
-	for i := 0; i < 6; i++ {
-		a.flood(j, 5)
+	for i := 0; i < 4; i++ {
+		a.flood(j, 3)
 		last = w.clock.Now()
 		tick()
-		w.clock.Advance(time.Hour)
+		w.clock.Advance(6 * time.Hour)
 	}
 	for j.destroyed() != 2 {
-		if w.clock.Now().After(last.Add(26 * time.Hour)) {
-			t.Fatalf("the superseded keys outlived the flood's last Welcome (%v) by more than a day", last)
+		if w.clock.Now().After(last.Add(30 * time.Hour)) {
+			t.Fatalf("the superseded keys outlived the flood's last Welcome (%v) by more than a day and a tick", last)
 		}
 		tick()
-		w.clock.Advance(time.Hour)
+		w.clock.Advance(6 * time.Hour)
 	}
 	if now := w.clock.Now(); now.Before(start.Add(24 * time.Hour)) {
 		t.Fatalf("destroyed at %v, less than a day after the rotation at %v", now, start)
