@@ -3,6 +3,7 @@ package join
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -27,6 +28,9 @@ type candidate struct {
 	minVer  string
 	adder   ports.Member
 	replace bool
+	// verified reports that section 8 accepted the membership, the
+	// adder's inbox included (JOIN-052).
+	verified bool
 }
 
 // heldGroup is the group state a Welcome is compared against.
@@ -39,8 +43,12 @@ type heldGroup struct {
 }
 
 // attempt runs one Welcome through the pipeline and records its outcome.
-// It returns an error only when the outcome itself could not be recorded.
-func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) error {
+// authed reports a Welcome that opened under one of this installation's
+// wrapper keys, whatever its outcome (COMP-250). It returns an error only
+// when the outcome itself could not be recorded, or for a local failure
+// (JOIN-085).
+func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed bool, err error) {
+	r.authed = false
 	c, err := r.evaluate(ctx, h)
 	if err == nil {
 		if c.ct == ports.ConversationOneshot {
@@ -49,7 +57,7 @@ func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) error {
 			err = r.install(ctx, c)
 		}
 		if err == nil {
-			return nil
+			return r.authed, nil
 		}
 	}
 	var gid []byte
@@ -60,11 +68,12 @@ func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) error {
 	var hd *Hold
 	switch {
 	case errors.As(err, &rej):
-		return r.rejectHeld(ctx, h, gid, rej)
+		return r.authed, r.rejectHeld(ctx, h, gid, rej)
 	case errors.As(err, &hd):
-		return r.keepHeld(ctx, h, gid, hd)
+	default:
+		hd = &Hold{Kind: HoldRetry, Rule: "JOIN-085", Err: err}
 	}
-	return r.keepHeld(ctx, h, gid, &Hold{Kind: HoldRetry, Rule: "JOIN-085", Err: err})
+	return r.authed, r.keepHeld(ctx, h, gid, senderClass(c, hd), hd)
 }
 
 // evaluate runs the checks of sections 4 to 9 in order and returns the
@@ -79,6 +88,10 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 	o, err := r.open(ctx, env)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := mlsVersion(o.welcome); ok && v != mls10 {
+		// JOIN-087: a later protocol version; an upgrade can read it.
+		return nil, hold(HoldUnreadable, "JOIN-087", "the welcome is of mls version %d", v)
 	}
 	if !isWelcomeMessage(o.welcome) { // JOIN-026
 		return nil, reject("JOIN-026", "the wrapped payload is not an MLSMessage of wire_format mls_welcome")
@@ -138,6 +151,7 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 	if err := r.checkMembership(ctx, c); err != nil {
 		return c, err
 	}
+	c.verified = true
 	if err := r.checkGroup(c); err != nil {
 		return c, err
 	}
@@ -163,6 +177,20 @@ func (c *candidate) read() error {
 		c.dmID = metadata.DMID(one, two)
 	}
 	return nil
+}
+
+// mls10 is RFC 9420's ProtocolVersion mls10 (§6).
+const mls10 = 1
+
+// mlsVersion returns the ProtocolVersion that opens an MLSMessage (§6),
+// ok false when there is none: fewer than two bytes, or the reserved
+// value 0, neither of which a later version can make readable.
+func mlsVersion(b []byte) (uint16, bool) {
+	if len(b) < 2 {
+		return 0, false
+	}
+	v := binary.BigEndian.Uint16(b)
+	return v, v != 0
 }
 
 // isWelcomeMessage reports an MLSMessage (RFC 9420 §6) of version mls10

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -66,7 +67,10 @@ func (r *Receiver) checkMembership(ctx context.Context, c *candidate) error {
 	}
 	own := r.o.Installation.InboxID
 	if c.adder.InboxID == own {
-		st, err := r.o.Identity.Newest(ctx, own)
+		v, err := r.ids.do(ctx, own+"@newest", r.o.IdentityTimeout, func(ctx context.Context) (any, error) {
+			return r.o.Identity.Newest(ctx, own)
+		})
+		st, _ := v.(ports.AssociationState)
 		if err != nil && !errors.Is(err, ports.ErrNotFound) {
 			return local(err)
 		}
@@ -86,16 +90,29 @@ func (r *Receiver) resolver(ctx context.Context, inboxes []string, members map[s
 	b, ok := r.o.Identity.(ports.BatchIdentity)
 	if !ok {
 		return func(i int) (ports.AssociationState, error) {
-			return r.o.Identity.AssociationState(ctx, inboxes[i], members[inboxes[i]].GetSequenceId())
+			inbox, seq := inboxes[i], members[inboxes[i]].GetSequenceId()
+			v, err := r.ids.do(ctx, fmt.Sprintf("%s@%d", inbox, seq), r.o.IdentityTimeout, func(ctx context.Context) (any, error) {
+				return r.o.Identity.AssociationState(ctx, inbox, seq)
+			})
+			st, _ := v.(ports.AssociationState)
+			return st, err
 		}, nil
 	}
 	reqs := make([]ports.IdentityRequest, len(inboxes))
+	key := ""
 	for i, inbox := range inboxes {
 		reqs[i] = ports.IdentityRequest{InboxID: inbox, SequenceID: members[inbox].GetSequenceId()}
+		key += fmt.Sprintf("%s@%d;", inbox, reqs[i].SequenceID)
 	}
-	res, err := b.AssociationStates(ctx, reqs)
+	v, err := r.ids.do(ctx, key, r.o.IdentityTimeout, func(ctx context.Context) (any, error) {
+		return b.AssociationStates(ctx, reqs)
+	})
 	if err != nil {
 		return nil, err
+	}
+	res, _ := v.([]ports.IdentityResult)
+	if len(res) != len(reqs) {
+		return nil, fmt.Errorf("identity answered %d of %d requests", len(res), len(reqs))
 	}
 	return func(i int) (ports.AssociationState, error) { return res[i].State, res[i].Err }, nil
 }

@@ -8,7 +8,11 @@
 // [Receiver] reads this installation's welcome topic. Every envelope is
 // first stored as a held Welcome ([ports.HeldWelcomes]), so a Welcome
 // survives a restart and keeps key material alive until it is completed
-// or rejected (JOIN-018). Each attempt runs the pipeline in the order the
+// or rejected (JOIN-018), and is attempted as it is read; the held queue
+// is bounded per sender class and in all (COMP-253). The durable read
+// position moves only over Welcomes that opened under this installation's
+// keys, so junk at extreme sequence ids cannot hide later Welcomes
+// (COMP-250). Each attempt runs the pipeline in the order the
 // specification gives: unwrap (JOIN-076, JOIN-026, JOIN-027), pointers
 // (JOIN-032, JOIN-056, JOIN-033, JOIN-094, JOIN-035, JOIN-064), the
 // anchor (JOIN-036, JOIN-037, JOIN-038), the conversation identity

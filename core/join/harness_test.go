@@ -150,6 +150,10 @@ type instOptions struct {
 	Identity func(ports.Identity) ports.Identity
 	// MaxHeld and MaxRejected bound the receiver's queue and records.
 	MaxHeld, MaxRejected int
+	// MaxHeldPerSender bounds a sender class's held Welcomes.
+	MaxHeldPerSender int
+	// IdentityTimeout bounds each identity lookup.
+	IdentityTimeout time.Duration
 }
 
 // inst is one installation: store, identity, engine, key packages and a
@@ -254,8 +258,9 @@ func (in *inst) setup() {
 	}
 	in.rcv, err = join.NewReceiver(join.ReceiverOptions{Store: in.store, MLS: engine, Transport: tr, Clock: w.clock,
 		Algorithms: in.reg, Installation: in.id, Identity: ident, ProtocolVersion: version, Log: in.log,
-		MaxHeld: in.opts.MaxHeld, MaxRejected: in.opts.MaxRejected,
-		CatchUp: catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
+		MaxHeld: in.opts.MaxHeld, MaxRejected: in.opts.MaxRejected, MaxHeldPerSender: in.opts.MaxHeldPerSender,
+		IdentityTimeout: in.opts.IdentityTimeout,
+		CatchUp:         catchUp, WelcomeAccepted: in.mgr.WelcomeAccepted, OnOneshot: in.opts.OnOneshot,
 		OnJoined:  func(j join.Joined) { in.mu.Lock(); in.joined = append(in.joined, j); in.mu.Unlock() },
 		OnWelcome: func(o join.Outcome) { in.mu.Lock(); in.outcomes = append(in.outcomes, o); in.mu.Unlock() },
 	})

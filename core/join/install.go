@@ -28,7 +28,7 @@ func (r *Receiver) install(ctx context.Context, c *candidate) error {
 			return err
 		}
 		if !first {
-			return tx.HeldWelcomes().Delete(ctx, c.held.SequenceID) // applied before
+			return deleteHeld(ctx, tx, c.held.SequenceID) // applied before
 		}
 		hg, err := r.heldGroup(ctx, tx, st)
 		if err != nil {
@@ -72,7 +72,7 @@ func (r *Receiver) install(ctx context.Context, c *candidate) error {
 		}); err != nil {
 			return err
 		}
-		if err := tx.HeldWelcomes().Delete(ctx, c.held.SequenceID); err != nil {
+		if err := deleteHeld(ctx, tx, c.held.SequenceID); err != nil {
 			return err
 		}
 		joined = &Joined{GroupID: gid, ConversationType: c.ct, Adder: c.adder, Anchor: c.anchor, Epoch: view.Epoch,
@@ -120,7 +120,7 @@ func (r *Receiver) oneshot(ctx context.Context, c *candidate) error {
 		if err := r.welcomes.DiscardWelcome(ctx, tx, c.staged.Handle); err != nil {
 			return err
 		}
-		return tx.HeldWelcomes().Delete(ctx, c.held.SequenceID)
+		return deleteHeld(ctx, tx, c.held.SequenceID)
 	})
 }
 
@@ -146,7 +146,8 @@ func (r *Receiver) discardStaged(ctx context.Context, tx ports.Tx, gid []byte) e
 // deadline, which only ever moves earlier (JOIN-063). An unreadable or
 // unresolved Welcome whose deadline has passed is rejected instead
 // (JOIN-087, JOIN-084, JOIN-094, JOIN-035).
-func (r *Receiver) keepHeld(ctx context.Context, h ports.HeldWelcome, gid []byte, hd *Hold) error {
+// class is the sender class the held Welcome counts against (COMP-253).
+func (r *Receiver) keepHeld(ctx context.Context, h ports.HeldWelcome, gid []byte, class string, hd *Hold) error {
 	now := r.o.Clock.Now()
 	deadline := h.Deadline
 	switch hd.Kind {
@@ -169,6 +170,9 @@ func (r *Receiver) keepHeld(ctx context.Context, h ports.HeldWelcome, gid []byte
 	changed := false
 	err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
 		if err := r.discardStaged(ctx, tx, gid); err != nil {
+			return err
+		}
+		if err := tx.Blobs().Put(ctx, nsJoin, senderKey(h.SequenceID), []byte(class)); err != nil {
 			return err
 		}
 		return tx.HeldWelcomes().Update(ctx, h.SequenceID, func(w *ports.HeldWelcome) error {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -68,6 +67,8 @@ type Outcome struct {
 const (
 	DefaultMaxHeld     = 256
 	DefaultMaxRejected = 1024
+	// DefaultIdentityTimeout bounds one identity lookup (COMP-255).
+	DefaultIdentityTimeout = 10 * time.Second
 )
 
 // ReceiverOptions configure a [Receiver]. Store, MLS (which must also
@@ -118,6 +119,14 @@ type ReceiverOptions struct {
 	// MaxHeld bounds the held Welcomes; past it the oldest is rejected
 	// (PROC-020). Default [DefaultMaxHeld].
 	MaxHeld int
+	// MaxHeldPerSender bounds the held Welcomes of one sender class
+	// (COMP-253); past it the class's oldest is rejected (PROC-020).
+	// Default [DefaultMaxHeldPerSender].
+	MaxHeldPerSender int
+	// IdentityTimeout bounds each identity lookup a Welcome's membership
+	// needs; a lookup that takes longer keeps the Welcome for a retry
+	// (JOIN-085, COMP-255). Default [DefaultIdentityTimeout].
+	IdentityTimeout time.Duration
 	// MaxRejected bounds the rejection records kept for listing; the
 	// oldest are dropped. Default [DefaultMaxRejected].
 	MaxRejected int
@@ -129,6 +138,15 @@ type Receiver struct {
 	o        ReceiverOptions
 	welcomes ports.MLSWelcomes
 	sem      chan struct{}
+	// skip is the in-memory read position: every envelope from the
+	// durable cursor through skip was read by an earlier pass of this
+	// process (COMP-250). Guarded by sem.
+	skip uint64
+	// ids runs the identity lookups of section 8 (COMP-255).
+	ids lookups
+	// authed reports that the current attempt opened a wrapper under one
+	// of this installation's keys. Guarded by sem.
+	authed bool
 }
 
 // ErrConfig reports a receiver built without a required dependency.
@@ -150,6 +168,12 @@ func NewReceiver(o ReceiverOptions) (*Receiver, error) {
 	if o.MaxHeld <= 0 {
 		o.MaxHeld = DefaultMaxHeld
 	}
+	if o.MaxHeldPerSender <= 0 {
+		o.MaxHeldPerSender = DefaultMaxHeldPerSender
+	}
+	if o.IdentityTimeout <= 0 {
+		o.IdentityTimeout = DefaultIdentityTimeout
+	}
 	if o.MaxRejected <= 0 {
 		o.MaxRejected = DefaultMaxRejected
 	}
@@ -165,8 +189,9 @@ const (
 // Topic returns this installation's welcome topic.
 func (r *Receiver) Topic() []byte { return WelcomeTopic(r.o.Installation.PublicKey()) }
 
-// Cursor returns the sequence id of the last envelope read from the
-// welcome topic.
+// Cursor returns the durable read position on the welcome topic: the
+// sequence id of the last Welcome that opened under one of this
+// installation's keys and below which every envelope was read (COMP-250).
 func (r *Receiver) Cursor(ctx context.Context) (cur uint64, err error) {
 	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
 		cur, err = cursor(ctx, tx)
@@ -202,20 +227,23 @@ func (r *Receiver) lock(ctx context.Context) (func(), error) {
 	}
 }
 
-// Process reads every envelope of the welcome topic after the stored
-// cursor, stores each as a held Welcome in the transaction that moves the
-// cursor, and then attempts every Welcome never attempted. It returns
-// only local failures.
+// Process attempts every held Welcome never attempted, then reads the
+// welcome topic after the stored cursor: each page's new envelopes are
+// stored as held Welcomes and attempted at once, and the held bounds apply
+// to what could not be completed (COMP-253). The cursor moves only over
+// Welcomes that opened under this installation's keys (COMP-250). It
+// returns only local failures.
 func (r *Receiver) Process(ctx context.Context) error {
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := r.ingest(ctx); err != nil {
-		return err
-	}
-	return r.attemptAll(ctx, true)
+	r.ids.newPass()
+	// Welcomes stored by a pass that stopped before attempting them
+	// (a crash, a cancelled context) are attempted first.
+	ferr := r.attemptAll(ctx, true)
+	return errors.Join(ferr, r.read(ctx))
 }
 
 // RetryHeld attempts every held Welcome again with the current keys,
@@ -227,6 +255,7 @@ func (r *Receiver) RetryHeld(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	r.ids.newPass()
 	return r.attemptAll(ctx, false)
 }
 
@@ -237,97 +266,6 @@ func (r *Receiver) Held(ctx context.Context) (hs []ports.HeldWelcome, err error)
 		return err
 	})
 	return hs, err
-}
-
-// ingest stores the topic's new envelopes as held Welcomes, one
-// transaction per page with the cursor, then enforces the queue bound.
-func (r *Receiver) ingest(ctx context.Context) error {
-	for {
-		cur, err := r.Cursor(ctx)
-		if err != nil {
-			return err
-		}
-		envs, err := r.o.Transport.Query(ctx, r.Topic(), cur, welcomePage)
-		if err != nil {
-			return fmt.Errorf("read welcomes: %w", err)
-		}
-		if len(envs) == 0 {
-			return nil
-		}
-		var evicted []Outcome
-		moved := false
-		err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
-			evicted, moved = nil, false
-			last := cur
-			for _, env := range envs {
-				seq := env.GetSequenceId()
-				// Sequence ids are not authenticated: one at or below the
-				// cursor was read, one the store cannot hold is skipped.
-				if seq <= last || seq > math.MaxInt64 {
-					continue
-				}
-				last = seq
-				// A Welcome already decided is not held again (JOIN-045).
-				if done, err := tx.ProcessedEnvelopes().Has(ctx, r.Topic(), seq); err != nil || done {
-					if err != nil {
-						return err
-					}
-					continue
-				}
-				b, err := proto.Marshal(env)
-				if err != nil {
-					return err
-				}
-				now := r.o.Clock.Now()
-				if _, err := tx.HeldWelcomes().Put(ctx, ports.HeldWelcome{SequenceID: seq, Envelope: b,
-					ServerTimestamp: time.Unix(0, env.GetServerTimestampNs()).UTC(), FirstSeenAt: now, Reason: "received"}); err != nil {
-					return err
-				}
-			}
-			if last == cur {
-				return nil
-			}
-			moved = true
-			ev, err := r.bound(ctx, tx)
-			if err != nil {
-				return err
-			}
-			evicted = ev
-			return setCursor(ctx, tx, last)
-		})
-		if err != nil {
-			return fmt.Errorf("store welcomes: %w", err)
-		}
-		r.report(evicted...)
-		if !moved {
-			return nil
-		}
-	}
-}
-
-// bound rejects the oldest held Welcomes while more than MaxHeld are held
-// (PROC-020, COMP-162).
-func (r *Receiver) bound(ctx context.Context, tx ports.Tx) ([]Outcome, error) {
-	n, err := tx.HeldWelcomes().Count(ctx)
-	if err != nil || n <= r.o.MaxHeld {
-		return nil, err
-	}
-	hs, err := tx.HeldWelcomes().List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []Outcome
-	for _, h := range hs[:n-r.o.MaxHeld] {
-		rej := &Rejection{Rule: "PROC-020", Err: fmt.Errorf("more than %d welcomes are held; the oldest is rejected", r.o.MaxHeld)}
-		if _, err := tx.ProcessedEnvelopes().Mark(ctx, r.Topic(), h.SequenceID); err != nil {
-			return nil, err
-		}
-		if err := r.recordRejection(ctx, tx, h, rej, h.GroupID); err != nil {
-			return nil, err
-		}
-		out = append(out, Outcome{SequenceID: h.SequenceID, GroupID: h.GroupID, Rejected: true, Rule: rej.Rule, Reason: rej.Err.Error()})
-	}
-	return out, nil
 }
 
 // attemptAll attempts the held Welcomes in sequence id order; fresh
@@ -346,11 +284,13 @@ func (r *Receiver) attemptAll(ctx context.Context, fresh bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := r.attempt(ctx, h); err != nil {
+		if _, err := r.attempt(ctx, h); err != nil {
 			errs = append(errs, fmt.Errorf("welcome %d: %w", h.SequenceID, err))
 		}
 	}
-	return errors.Join(errs...)
+	evicted, err := r.enforceBound(ctx)
+	r.report(evicted...)
+	return errors.Join(append(errs, err)...)
 }
 
 func (r *Receiver) report(outs ...Outcome) {

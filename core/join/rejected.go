@@ -44,7 +44,7 @@ func (r *Receiver) recordRejection(ctx context.Context, tx ports.Tx, h ports.Hel
 	if err := tx.Blobs().Put(ctx, nsJoin, rejectedKey(h.SequenceID), b); err != nil {
 		return err
 	}
-	if err := tx.HeldWelcomes().Delete(ctx, h.SequenceID); err != nil {
+	if err := deleteHeld(ctx, tx, h.SequenceID); err != nil {
 		return err
 	}
 	keys, err := tx.Blobs().Keys(ctx, nsJoin, rejectedPrefix)

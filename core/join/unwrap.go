@@ -91,6 +91,7 @@ func (r *Receiver) unwrap(ctx context.Context, hpkePub []byte, alg ports.Wrapper
 		if len(plain) != len(sealed) {
 			return kp, nil, local(errors.New("wrapper returned a wrong number of plaintexts"))
 		}
+		r.authed = true
 		return kp, plain, nil
 	case errors.Is(err, ports.ErrUnsupportedAlgorithm):
 		return kp, nil, hold(HoldUnreadable, "JOIN-087", "%v", err)

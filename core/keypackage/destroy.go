@@ -66,7 +66,8 @@ func (m *Manager) settle(ctx context.Context) error {
 // (JOIN-020); a confirmed package DestroyDelay after the earliest confirmed
 // publish of a later package; a package whose response was lost
 // DestroyDelay after its settlement read (JOIN-074). The current package
-// and packages created after it are never scheduled (JOIN-003).
+// and packages created after it are never scheduled (JOIN-003), whatever
+// sequence ids the delivery service returned (COMP-256).
 func (m *Manager) destroyAt(s snapshot, i int) (time.Time, bool) {
 	r := s.recs[i]
 	switch {
@@ -80,9 +81,13 @@ func (m *Manager) destroyAt(s snapshot, i int) (time.Time, bool) {
 		at, ok := s.settled[hex.EncodeToString(r.Ref)]
 		return at.Add(m.o.DestroyDelay), ok
 	}
+	// A later package is one created later (list order), whatever the
+	// sequence id its publish response carried: ids are not
+	// authenticated, and the two guards above keep the keys of the
+	// package with the highest id and of every package created after it.
 	var first time.Time
-	for _, o := range s.recs {
-		if o.PublishSequenceID > r.PublishSequenceID && !o.PublishRefused && (first.IsZero() || o.PublishConfirmedAt.Before(first)) {
+	for _, o := range s.recs[i+1:] {
+		if o.PublishSequenceID > 0 && !o.PublishRefused && (first.IsZero() || o.PublishConfirmedAt.Before(first)) {
 			first = o.PublishConfirmedAt
 		}
 	}

@@ -200,7 +200,7 @@ func (m *Manager) Rotate(ctx context.Context) (ports.KeyPackageRecord, error) {
 	if err := m.o.Store.Tx(ctx, func(tx ports.Tx) error { return tx.KeyPackages().Insert(ctx, rec) }); err != nil {
 		return ports.KeyPackageRecord{}, fmt.Errorf("store key package: %w", err)
 	}
-	return m.publish(ctx, rec)
+	return m.send(ctx, rec) // checked above, before the package was built
 }
 
 // checkAssociated applies JOIN-001: the newest identity state of the own
@@ -230,10 +230,20 @@ func (m *Manager) topic() []byte {
 	return append([]byte{byte(ports.TopicKeyPackages)}, m.o.Installation.PublicKey()...)
 }
 
-// publish sends rec and records the outcome: the sequence id of a
+// publish (re)publishes a stored package after the JOIN-001 check: an
+// installation revoked since the package was built publishes nothing, and
+// the package stays pending.
+func (m *Manager) publish(ctx context.Context, rec ports.KeyPackageRecord) (ports.KeyPackageRecord, error) {
+	if err := m.checkAssociated(ctx); err != nil {
+		return rec, err
+	}
+	return m.send(ctx, rec)
+}
+
+// send sends rec and records the outcome: the sequence id of a
 // confirmed publish, or the refusal of one the service refused with
 // INVALID_ARGUMENT (JOIN-020). Any other failure leaves rec pending.
-func (m *Manager) publish(ctx context.Context, rec ports.KeyPackageRecord) (ports.KeyPackageRecord, error) {
+func (m *Manager) send(ctx context.Context, rec ports.KeyPackageRecord) (ports.KeyPackageRecord, error) {
 	ids, err := m.o.Transport.Publish(ctx, []*backendpb.ClientEnvelope{{
 		TargetTopic: m.topic(),
 		Payload:     &backendpb.ClientEnvelope_KeyPackage{KeyPackage: &apipb.KeyPackage{KeyPackageTlsSerialized: rec.KeyPackage}},

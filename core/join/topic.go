@@ -1,0 +1,137 @@
+package join
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// read is one pass over the welcome topic (COMP-250). Every new envelope
+// of a page is stored as a held Welcome in one transaction, so none is
+// lost, and then attempted at once; the queue bound applies after the
+// attempts, to what is still held (COMP-253).
+//
+// The durable cursor moves only over what the pass read contiguously from
+// it, and only up to the highest envelope that opened under one of this
+// installation's wrapper keys: sequence ids are not authenticated, and a
+// cursor moved over junk at an extreme id would leave every later honest
+// Welcome, whose id is lower, unread. Junk is read, decided, and skipped
+// with the in-memory position r.skip, so a pass re-reads at most one page
+// of what earlier passes of this process read (the probe from the durable
+// cursor that finds new Welcomes below junk at the tail).
+func (r *Receiver) read(ctx context.Context) error {
+	cur, err := r.Cursor(ctx)
+	if err != nil {
+		return err
+	}
+	if r.skip < cur {
+		r.skip = cur
+	}
+	pos, contiguous, moveTo := cur, true, cur
+	var errs []error
+	for {
+		envs, err := r.o.Transport.Query(ctx, r.Topic(), pos, welcomePage)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read welcomes: %w", err))
+			break
+		}
+		if len(envs) == 0 {
+			break
+		}
+		fresh, last, err := r.store(ctx, pos, envs)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("store welcomes: %w", err))
+			break
+		}
+		for _, h := range fresh {
+			if err := ctx.Err(); err != nil {
+				return errors.Join(append(errs, err)...)
+			}
+			authed, err := r.attempt(ctx, h)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("welcome %d: %w", h.SequenceID, err))
+			}
+			if authed && contiguous && h.SequenceID > moveTo {
+				moveTo = h.SequenceID
+			}
+		}
+		evicted, err := r.enforceBound(ctx)
+		r.report(evicted...)
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if last <= pos || last > math.MaxInt64 {
+			break // a page that does not move forward, or ids past what a store holds
+		}
+		pos = last
+		if len(fresh) == 0 && r.skip > pos {
+			// Nothing new in this page, and the rest up to skip was read
+			// by an earlier pass: continue after it. Welcomes found there
+			// no longer prove what lies below them was read.
+			pos, contiguous = r.skip, false
+		}
+	}
+	r.skip = max(r.skip, pos)
+	if moveTo > cur {
+		if err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
+			if c, err := cursor(ctx, tx); err != nil || c >= moveTo {
+				return err
+			}
+			return setCursor(ctx, tx, moveTo)
+		}); err != nil {
+			errs = append(errs, fmt.Errorf("move welcome cursor: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// store holds, in one transaction, every envelope of a page after pos
+// that is neither decided (JOIN-045) nor held already, and returns them
+// with the page's last sequence id. Ids at or below pos, or above what a
+// store can hold, are skipped with no effect.
+func (r *Receiver) store(ctx context.Context, pos uint64, envs []*backendpb.OriginatorEnvelope) ([]ports.HeldWelcome, uint64, error) {
+	var fresh []ports.HeldWelcome
+	last := pos
+	err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
+		fresh, last = nil, pos
+		for _, env := range envs {
+			seq := env.GetSequenceId()
+			if seq <= last {
+				continue
+			}
+			last = seq
+			if seq > math.MaxInt64 {
+				continue
+			}
+			if done, err := tx.ProcessedEnvelopes().Has(ctx, r.Topic(), seq); err != nil || done {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			b, err := proto.Marshal(env)
+			if err != nil {
+				return err
+			}
+			h := ports.HeldWelcome{SequenceID: seq, Envelope: b,
+				ServerTimestamp: time.Unix(0, env.GetServerTimestampNs()).UTC(), FirstSeenAt: r.o.Clock.Now(), Reason: "received"}
+			inserted, err := tx.HeldWelcomes().Put(ctx, h)
+			if err != nil {
+				return err
+			}
+			if inserted {
+				fresh = append(fresh, h)
+			}
+		}
+		return nil
+	})
+	return fresh, last, err
+}
