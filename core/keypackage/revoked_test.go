@@ -41,7 +41,7 @@ func TestJOIN001_RevokedInstallationRepublishesNothing(t *testing.T) {
 	if _, err := mgr.Rotate(ctx); err == nil {
 		t.Fatal("rotate with a lost response succeeded")
 	}
-	if _, err := identity.Revoke(ctx, identity.Options{Store: in.store, Transport: in.tr, Clock: clk}, in.id.PublicKey()); err != nil {
+	if _, err := identity.Revoke(ctx, identity.Options{Store: in.store, Transport: in.tr, Clock: clk}, in.id.RecoveryKey, in.id.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
 	ct.fail = false
