@@ -91,6 +91,17 @@ type CommitRejectedEvent struct {
 	Reason           string
 }
 
+// MessageMissedEvent reports an application message of the group's topic
+// that the client could not decrypt or verify, after its join anchor
+// (JOIN-066: messages before it are never reported), once a later
+// envelope it authenticated shows the message stands in the group's
+// sequence (COMP-240).
+type MessageMissedEvent struct {
+	GroupID    []byte
+	SequenceID uint64
+	Reason     string
+}
+
 // WelcomesPendingEvent reports that the delivery service did not store
 // the Welcomes of this installation's merged commit (a readd's, COMP-243):
 // the client keeps them and publishes them again, with a growing delay,
@@ -125,6 +136,7 @@ func (ForkStateEvent) event()       {}
 func (WelcomeEvent) event()         {}
 func (CommitRejectedEvent) event()  {}
 func (WelcomesPendingEvent) event() {}
+func (MessageMissedEvent) event()   {}
 func (WelcomesStoredEvent) event()  {}
 
 // eventQueue delivers events to one channel without ever blocking the

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/metadata"
@@ -351,4 +352,71 @@ func (l *lying) queriesSince(topic []byte) int {
 	n := l.queries[string(topic)]
 	l.queries[string(topic)] = 0
 	return n
+}
+
+// TestJOIN066_MissedMessageReported: an application message after the
+// join anchor that the client cannot decrypt is reported as missed, once
+// an authenticated message after it shows it stands in the group's
+// sequence; envelopes at or below the anchor are never read, so never
+// reported.
+func TestJOIN066_MissedMessageReported(t *testing.T) {
+	w := world.New(t, "embedded")
+	var lie *lying
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	anchor := bob.Info(g.ID()).Cursor
+	other, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Send(w.Ctx, []byte("elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	alice.Sync()
+	at, err := alice.Transport.HighestSequenceID(w.Ctx, groupTopicOf(other.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A PrivateMessage of the group's epoch that nobody can decrypt, and a
+	// copy of an envelope from before bob's anchor served again.
+	junk := []byte{0, 1, 0, 2, byte(len(g.ID()))}
+	junk = append(junk, g.ID()...)
+	junk = binary.BigEndian.AppendUint64(junk, bob.Info(g.ID()).Epoch)
+	junk = append(junk, 1)
+	junk = append(junk, bytes.Repeat([]byte{0xab}, 64)...)
+	lie.place(groupTopicOf(g.ID()), at, junk)
+	lie.place(groupTopicOf(g.ID()), anchor-1, junk)
+	drainEventsOf(bob)
+	if _, err := g.Send(w.Ctx, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	bob.Sync()
+	var missed []uint64
+	for _, ev := range drainEventsOf(bob) {
+		if m, ok := ev.(client.MessageMissedEvent); ok {
+			missed = append(missed, m.SequenceID)
+		}
+	}
+	if len(missed) != 1 || missed[0] != at {
+		t.Fatalf("bob reported missed %v; want exactly the undecryptable message at %d (anchor %d)", missed, at, anchor)
+	}
+}
+
+// drainEventsOf returns the events m's client queued so far.
+func drainEventsOf(m *world.Member) []client.Event {
+	var out []client.Event
+	for {
+		select {
+		case ev := <-m.C.Events():
+			out = append(out, ev)
+			continue
+		case <-time.After(100 * time.Millisecond):
+		}
+		return out
+	}
 }

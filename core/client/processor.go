@@ -10,6 +10,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/internal/readpos"
+	"github.com/regroup-mls/regroup/core/join"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
@@ -305,8 +306,11 @@ func messageFailure(err error) bool {
 // where the client holds no secrets (JOIN-066).
 func (c *Client) failed(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, h header, before ports.GroupView, perr error, out *outcome) error {
 	if !h.commit() {
-		if e.seq >= g.JoinAnchor {
+		// JOIN-066: only a message after the join anchor is reported as
+		// missed; the member holds no secrets for those before.
+		if join.Reportable(g.JoinAnchor, e.seq) {
 			c.logger.Warn("message not readable", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq, "err", perr)
+			out.events = append(out.events, MessageMissedEvent{GroupID: g.ID, SequenceID: e.seq, Reason: perr.Error()})
 		}
 		return nil
 	}

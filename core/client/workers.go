@@ -139,7 +139,9 @@ func (c *Client) recoveryLoop(ctx context.Context) {
 // the readd requests due and answers those kept. It returns the errors
 // after trying everything.
 func (c *Client) SyncAll(ctx context.Context) error {
-	errs := []error{c.keys.Tick(ctx), c.processWelcomes(ctx), c.retryWelcomes(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
+	// Welcomes first: a held Welcome that ends lets the key tick destroy
+	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
+	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
 	gs, err := c.heldGroups(ctx)
 	if err != nil {
 		return err
