@@ -115,9 +115,10 @@ bench-peers:
 	$(GO) run ./interop/tsmls/benchpeers
 
 # Interoperability: the ts-mls driver's self-test, the engine against
-# ts-mls 1.6.4, the mlswg harness scripts, and the long deep_random script.
+# ts-mls 1.6.4, the mlswg harness scripts, and the long runs: deep_random and
+# every config in every suite.
 # Needs node and npm; the Go test runs npm ci when node_modules is absent.
 interop:
 	cd interop/tsmls && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && node selftest.mjs
 	$(GO) test -race -count=1 ./interop/tsmls/... ./cmd/mls-interop-client/...
-	MLS_INTEROP_DEEP=1 $(GO) test -count=1 -run TestHarnessDeepRandom ./cmd/mls-interop-client/
+	MLS_INTEROP_DEEP=1 $(GO) test -count=1 -timeout 30m -run 'TestHarnessDeepRandom|TestHarnessEverySuite' ./cmd/mls-interop-client/

@@ -444,3 +444,25 @@ type MLSProposals interface {
 	// [ErrInactive]; a malformed option with [ErrInvalidArgument].
 	Propose(ctx context.Context, tx Tx, groupID []byte, opts ProposalOptions) ([]byte, error)
 }
+
+// ProposalSelfRemove is the SelfRemove proposal type of
+// draft-ietf-mls-extensions at the code point the draft suggests: a draft
+// code point, not yet assigned by IANA, as [Proposal.Type] carries it.
+const ProposalSelfRemove uint16 = 0x000a
+
+// MLSSelfRemove is implemented by engines that send the draft SelfRemove
+// proposal: a member proposes its own removal and another member's
+// commit includes it by reference. Only a self-remove-capable group, one
+// whose every member advertises [ProposalSelfRemove] in its capabilities
+// (KeyPackageOptions.CapabilityProposals), carries it. Detect it with a
+// type assertion.
+type MLSSelfRemove interface {
+	// ProposeSelfRemove returns an MLSMessage (a PublicMessage) proposing
+	// this installation's removal from the group, and keeps the proposal
+	// for the epoch; at most one per epoch. A group that is not
+	// self-remove-capable fails with an error wrapping [ErrUnsupported],
+	// an inactive one with [ErrInactive]. A commit of another member that
+	// includes it reports a [Proposal] of type ProposalSelfRemove whose
+	// Removed is the proposer, and Processed.RemovesSelf for the proposer.
+	ProposeSelfRemove(ctx context.Context, tx Tx, groupID []byte) ([]byte, error)
+}

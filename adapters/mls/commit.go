@@ -141,6 +141,8 @@ func proposals(old *group.Group, staged *ports.GroupView, cps []group.CommitProp
 			}
 		case pr.Type == message.ProposalRemove && pr.Remove != nil:
 			p.Removed = toMember(pr.Remove.Removed, leafAt(old, pr.Remove.Removed))
+		case pr.Type == message.ProposalSelfRemove && cp.Sender.Type == framing.SenderMember:
+			p.Removed = toMember(cp.Sender.LeafIndex, leafAt(old, cp.Sender.LeafIndex))
 		case pr.Type == message.ProposalUpdate && pr.Update != nil:
 			p.Updated = toMember(cp.Sender.LeafIndex, &pr.Update.LeafNode)
 		case pr.Type == message.ProposalGroupContextExtensions && pr.GroupContextExtensions != nil:

@@ -1,6 +1,7 @@
 // Package mls is regroup's pure-Go RFC 9420 engine behind [ports.MLS],
-// with the optional [ports.MLSPendingCommits], [ports.MLSWelcomes] and
-// [ports.MLSExternal].
+// with the optional [ports.MLSPendingCommits], [ports.MLSWelcomes],
+// [ports.MLSExternal] and [ports.MLSSelfRemove]. It implements all seven
+// cipher suites of RFC 9420 §17.1.
 //
 // # Layout
 //

@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/group"
@@ -39,8 +39,25 @@ func (st *state) leafOf(id []byte) (uint32, error) {
 	return 0, status.Errorf(codes.NotFound, "no member with identity %q", id)
 }
 
-// proposal builds the proposal a description names.
+// proposal builds the proposal a description names; a Remove names its
+// member by identity and a resumption PSK an epoch of this group.
 func (st *state) proposal(d *mlsinteroppb.ProposalDescription) (*message.Proposal, error) {
+	switch string(d.ProposalType) {
+	case "remove":
+		l, err := st.leafOf(d.RemovedId)
+		if err != nil {
+			return nil, err
+		}
+		return &message.Proposal{Type: message.ProposalRemove, Remove: &message.Remove{Removed: l}}, nil
+	case "resumptionPSK":
+		return pskProposal(st.suite, message.PreSharedKeyID{Type: message.PSKResumption, Usage: message.UsageApplication,
+			GroupID: st.g.GroupContext().GroupID, Epoch: d.EpochId})
+	}
+	return describedProposal(st.suite, d)
+}
+
+// describedProposal builds the proposals a description fully names.
+func describedProposal(cs *ciphersuite.Suite, d *mlsinteroppb.ProposalDescription) (*message.Proposal, error) {
 	switch string(d.ProposalType) {
 	case "add":
 		kp, err := keyPackage(d.KeyPackage)
@@ -48,32 +65,15 @@ func (st *state) proposal(d *mlsinteroppb.ProposalDescription) (*message.Proposa
 			return nil, err
 		}
 		return &message.Proposal{Type: message.ProposalAdd, Add: &message.Add{KeyPackage: *kp}}, nil
-	case "remove":
-		l, err := st.leafOf(d.RemovedId)
-		if err != nil {
-			return nil, err
-		}
-		return &message.Proposal{Type: message.ProposalRemove, Remove: &message.Remove{Removed: l}}, nil
 	case "externalPSK":
-		return st.pskProposal(message.PreSharedKeyID{Type: message.PSKExternal, ID: d.PskId})
-	case "resumptionPSK":
-		return st.pskProposal(message.PreSharedKeyID{Type: message.PSKResumption, Usage: message.UsageApplication,
-			GroupID: st.g.GroupContext().GroupID, Epoch: d.EpochId})
+		return pskProposal(cs, message.PreSharedKeyID{Type: message.PSKExternal, ID: d.PskId})
 	case "groupContextExtensions":
 		return &message.Proposal{Type: message.ProposalGroupContextExtensions,
 			GroupContextExtensions: &message.GroupContextExtensions{Extensions: extensions(d.Extensions)}}, nil
 	case "reinit":
-		return nil, status.Error(codes.Unimplemented, "reinit proposal: adapters/mls/group does not support ReInit yet")
+		return reinitProposal(d.GroupId, d.CipherSuite, d.Extensions)
 	}
 	return nil, status.Errorf(codes.InvalidArgument, "proposal type %q", d.ProposalType)
-}
-
-func (st *state) pskProposal(id message.PreSharedKeyID) (*message.Proposal, error) {
-	id.Nonce = make([]byte, st.suite.HashSize())
-	if _, err := rand.Read(id.Nonce); err != nil {
-		return nil, status.Errorf(codes.Internal, "psk nonce: %v", err)
-	}
-	return &message.Proposal{Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: id}}, nil
 }
 
 func extensions(in []*mlsinteroppb.Extension) message.Extensions {

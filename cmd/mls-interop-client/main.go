@@ -7,9 +7,9 @@
 //	mls-interop-client [-host 127.0.0.1] [-port 50051]
 //
 // It listens on 127.0.0.1 unless -host says otherwise, and stops on SIGINT
-// or SIGTERM. Methods the engine cannot serve yet answer an error naming the
-// missing capability; methods outside the supported set answer
-// codes.Unimplemented.
+// or SIGTERM. It serves every method of the service, in every cipher suite
+// of RFC 9420: joins, commits, PSKs, external joins, external senders and
+// joiner-signed proposals, ReInit and branches.
 package main
 
 import (

@@ -10,12 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/proto/mlsinteroppb"
@@ -47,6 +43,17 @@ type step struct {
 	PSKs          []int  `json:"psks"`
 	RemovePrior   bool   `json:"removePrior"`
 	ExternalTree2 bool   `json:"externalTree"`
+	// external proposals, reinit and branch (scripts_more_test.go)
+	Signer                 string       `json:"signer"`
+	Member                 string       `json:"member"`
+	Description            *description `json:"description"`
+	Proposer               string       `json:"proposer"`
+	Committer              string       `json:"committer"`
+	Welcomer               string       `json:"welcomer"`
+	ExternalReinitProposal *int         `json:"externalReinitProposal"`
+	ChangeCipherSuite      bool         `json:"changeCiphersuite"`
+	ChangeGroupID          bool         `json:"changeGroupID"`
+	ForcePath2             bool         `json:"forcePath"`
 }
 
 type byValue struct {
@@ -69,13 +76,6 @@ func protoExts(in []ext) []*mlsinteroppb.Extension {
 		out[i] = &mlsinteroppb.Extension{ExtensionType: e.Type, ExtensionData: e.Data}
 	}
 	return out
-}
-
-// knownGaps are the scripts the engine cannot play yet, with the text of
-// the error that must stop them. A gap that starts passing fails the test,
-// so this list shrinks as the engine grows.
-var knownGaps = map[string]string{
-	"external_join.json/with_psk": "PreSharedKey proposals to an external commit",
 }
 
 // configsDir finds the harness configs: $MLS_INTEROP_CONFIGS, or
@@ -110,29 +110,67 @@ func configsDir(t *testing.T) string {
 }
 
 // TestHarnessScripts plays the mlswg harness scripts of welcome_join.json,
-// commit.json, external_join.json and application.json in suites 3 and 1
+// commit.json, external_join.json, application.json,
+// external_proposals.json, reinit.json and branch.json in suites 3 and 1
 // (welcome_join.json in every supported suite) against two clients over
 // gRPC, the way the harness's test-runner does: actors alternate between
 // the clients, every fullCommit is processed by the listed members, merged
 // by the committer and joined by the joiners, and then every member agrees
 // on StateAuth and Export and reads every other member's message.
 func TestHarnessScripts(t *testing.T) {
-	dir := configsDir(t)
-	clients := []mlsinteroppb.MLSClientClient{startClient(t), startClient(t)}
 	// Suite 3 with both handshake framings, every other supported suite
 	// with PublicMessage handshakes; suites other than 1 and 3 play only
-	// welcome_join.json.
-	type mode struct {
-		suite   uint32
-		encrypt bool
-	}
-	modes := []mode{{suite3, false}, {suite3, true}}
+	// welcome_join.json (TestHarnessEverySuite plays the rest, and swaps
+	// the roles).
+	modes := []mode{{suite3, false, false}, {suite3, true, false}}
 	for _, id := range ciphersuite.Supported() {
 		if id != suite3 {
-			modes = append(modes, mode{uint32(id), false})
+			modes = append(modes, mode{uint32(id), false, false})
 		}
 	}
-	for _, file := range []string{"welcome_join.json", "commit.json", "external_join.json", "application.json"} {
+	playConfigs(t, modes, func(file string, m mode) bool {
+		return m.suite == suite3 || m.suite == 1 || file == "welcome_join.json"
+	})
+}
+
+// TestHarnessEverySuite plays every script of every config but
+// deep_random.json in every supported suite, with both handshake framings
+// and both role assignments. It takes minutes, so it runs only when
+// MLS_INTEROP_DEEP=1 (make interop sets it).
+func TestHarnessEverySuite(t *testing.T) {
+	if os.Getenv("MLS_INTEROP_DEEP") != "1" {
+		t.Skip("set MLS_INTEROP_DEEP=1 to play every config in every suite")
+	}
+	var modes []mode
+	for _, id := range ciphersuite.Supported() {
+		for _, enc := range []bool{false, true} {
+			for _, swap := range []bool{false, true} {
+				modes = append(modes, mode{uint32(id), enc, swap})
+			}
+		}
+	}
+	playConfigs(t, modes, func(string, mode) bool { return true })
+}
+
+// mode is how a script is played: suite, handshake framing, and whether
+// the two clients swap roles.
+type mode struct {
+	suite   uint32
+	encrypt bool
+	swap    bool
+}
+
+// harnessConfigs are the configs TestHarnessScripts plays (deep_random.json
+// has its own test).
+var harnessConfigs = []string{"welcome_join.json", "commit.json", "external_join.json", "application.json",
+	"external_proposals.json", "reinit.json", "branch.json"}
+
+// playConfigs plays every script of harnessConfigs in the modes keep
+// admits, against two clients.
+func playConfigs(t *testing.T, modes []mode, keep func(file string, m mode) bool) {
+	dir := configsDir(t)
+	clients := []mlsinteroppb.MLSClientClient{startClient(t), startClient(t)}
+	for _, file := range harnessConfigs {
 		b, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)
@@ -149,24 +187,17 @@ func TestHarnessScripts(t *testing.T) {
 		}
 		sort.Strings(names)
 		for _, name := range names {
-			for _, mode := range modes {
-				if mode.suite != suite3 && mode.suite != 1 && file != "welcome_join.json" {
-					continue // keeps the run short: the other suites only join
+			for _, m := range modes {
+				if !keep(file, m) {
+					continue
 				}
-				key := file + "/" + name
-				t.Run(fmt.Sprintf("%s/suite%d/encrypt=%v", key, mode.suite, mode.encrypt), func(t *testing.T) {
-					r := &runner{t: t, ctx: testCtx(t), clients: clients, suite: mode.suite, encrypt: mode.encrypt}
-					err := r.play(cfg.Scripts[name])
-					gap, isGap := knownGaps[key]
-					switch {
-					case isGap && err == nil:
-						t.Fatalf("known gap %q now passes: remove it from knownGaps", key)
-					case isGap:
-						if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), gap) {
-							t.Fatalf("known gap %q failed otherwise: %v", key, err)
-						}
-						t.Logf("gap, as expected: %v", err)
-					case err != nil:
+				t.Run(fmt.Sprintf("%s/%s/suite%d/encrypt=%v/swap=%v", file, name, m.suite, m.encrypt, m.swap), func(t *testing.T) {
+					cs := clients
+					if m.swap {
+						cs = []mlsinteroppb.MLSClientClient{clients[1], clients[0]}
+					}
+					r := &runner{t: t, ctx: testCtx(t), clients: cs, suite: m.suite, encrypt: m.encrypt}
+					if err := r.play(cfg.Scripts[name]); err != nil {
 						t.Fatal(err)
 					}
 				})
@@ -194,6 +225,8 @@ type runner struct {
 	outputs  map[int][]byte    // key packages, proposals, psk ids by step index
 	secrets  map[int][]byte    // psk secrets by step index
 	cts      map[int]protected
+	signers  map[string]signerRef
+	gid      []byte // the group id of createGroup
 }
 
 func (r *runner) client(actor string) mlsinteroppb.MLSClientClient {
@@ -208,6 +241,7 @@ func (r *runner) client(actor string) mlsinteroppb.MLSClientClient {
 func (r *runner) play(steps []step) error {
 	r.assigned, r.states, r.txs = map[string]mlsinteroppb.MLSClientClient{}, map[string]uint32{}, map[string]uint32{}
 	r.outputs, r.secrets, r.cts = map[int][]byte{}, map[int][]byte{}, map[int]protected{}
+	r.signers = map[string]signerRef{}
 	for i, s := range steps {
 		if err := r.do(i, &s); err != nil {
 			return fmt.Errorf("step %d %s by %s: %w", i, s.Action, s.Actor, err)
@@ -227,6 +261,7 @@ func (r *runner) do(i int, s *step) error {
 	case "createGroup":
 		gid := make([]byte, 16)
 		_, _ = rand.Read(gid)
+		r.gid = gid
 		g, err := c.CreateGroup(r.ctx, &mlsinteroppb.CreateGroupRequest{GroupId: gid, CipherSuite: r.suite, EncryptHandshake: r.encrypt, Identity: []byte(s.Actor)})
 		if err != nil {
 			return err
@@ -310,7 +345,7 @@ func (r *runner) do(i int, s *step) error {
 		}
 		return nil
 	default:
-		return status.Errorf(codes.Unimplemented, "script action %q is not played by this test", s.Action)
+		return r.doMore(i, s)
 	}
 	if err != nil {
 		return err

@@ -50,16 +50,18 @@ type state struct {
 type server struct {
 	mlsinteroppb.UnimplementedMLSClientServer
 
-	mu     sync.Mutex
-	next   uint32
-	txs    map[uint32]*transaction
-	states map[uint32]*state
+	mu      sync.Mutex
+	next    uint32
+	txs     map[uint32]*transaction
+	states  map[uint32]*state
+	signers map[uint32]*signer
+	reinits map[uint32]*reinit
 }
 
 var _ mlsinteroppb.MLSClientServer = (*server)(nil)
 
 func newServer() *server {
-	return &server{txs: map[uint32]*transaction{}, states: map[uint32]*state{}}
+	return &server{txs: map[uint32]*transaction{}, states: map[uint32]*state{}, signers: map[uint32]*signer{}, reinits: map[uint32]*reinit{}}
 }
 
 func (s *server) id() uint32 {
@@ -246,10 +248,6 @@ func (s *server) JoinGroup(_ context.Context, req *mlsinteroppb.JoinGroupRequest
 // GroupInfo, removing the joiner's prior leaf (same identity) when asked.
 // The commit is a PublicMessage, as §12.4.3.2 requires.
 func (s *server) ExternalJoin(_ context.Context, req *mlsinteroppb.ExternalJoinRequest) (*mlsinteroppb.ExternalJoinResponse, error) {
-	if len(req.Psks) > 0 {
-		return nil, status.Error(codes.Unimplemented,
-			"external join: adapters/mls/group.JoinExternal cannot add PreSharedKey proposals to an external commit yet")
-	}
 	m, err := decode("group info", req.GroupInfo, framing.WireGroupInfo)
 	if err != nil {
 		return nil, err
@@ -266,6 +264,10 @@ func (s *server) ExternalJoin(_ context.Context, req *mlsinteroppb.ExternalJoinR
 	psks := group.MapPSKStore{}
 	leaf := kp.KeyPackage.LeafNode
 	opts := &group.ExternalJoinOptions{GroupInfo: gi, Leaf: &leaf, SignaturePriv: sigPriv, PSKs: psks}
+	for _, p := range req.Psks { // external PSKs, injected by PreSharedKey proposals of the commit
+		psks[string(p.PskId)] = append([]byte(nil), p.PskSecret...)
+		opts.PreSharedKeys = append(opts.PreSharedKeys, message.PreSharedKeyID{Type: message.PSKExternal, ID: p.PskId})
+	}
 	tree := opts.Tree
 	if len(req.RatchetTree) > 0 {
 		if err := codec.Unmarshal(req.RatchetTree, &opts.Tree); err != nil {

@@ -190,11 +190,9 @@ func containsSuite(ids []uint32, id uint32) bool {
 	return false
 }
 
-// TestGapsAnswerErrors checks that what the engine cannot do yet answers
-// an error naming the missing capability, that methods outside the served
-// set answer Unimplemented, and that bad input is InvalidArgument or
-// NotFound, never a success.
-func TestGapsAnswerErrors(t *testing.T) {
+// TestBadRequestsAnswerErrors checks that bad input is InvalidArgument,
+// NotFound or FailedPrecondition naming what was wrong, never a success.
+func TestBadRequestsAnswerErrors(t *testing.T) {
 	c := startClient(t)
 	ctx := testCtx(t)
 	g, err := c.CreateGroup(ctx, &mlsinteroppb.CreateGroupRequest{GroupId: []byte("gaps"), CipherSuite: suite3, Identity: []byte("alice")})
@@ -209,21 +207,26 @@ func TestGapsAnswerErrors(t *testing.T) {
 	if err != nil || len(gi.RatchetTree) == 0 {
 		t.Fatalf("GroupInfo with external tree: %v", err)
 	}
-	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("bob"),
-		Psks: []*mlsinteroppb.PreSharedKey{{PskId: []byte("p"), PskSecret: []byte("s")}}})
-	wantCode(t, "ExternalJoin with PSKs", err, codes.Unimplemented, "PreSharedKey proposals")
 	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, Identity: []byte("bob")})
 	wantCode(t, "ExternalJoin without a tree", err, codes.InvalidArgument, "ratchet tree")
 	_, err = c.ExternalJoin(ctx, &mlsinteroppb.ExternalJoinRequest{GroupInfo: gi.GroupInfo, RatchetTree: gi.RatchetTree, Identity: []byte("carol"), RemovePrior: true})
 	wantCode(t, "ExternalJoin removing a prior leaf that is absent", err, codes.NotFound, "prior leaf")
 	_, err = c.CreateBranch(ctx, &mlsinteroppb.CreateBranchRequest{StateId: g.StateId})
-	wantCode(t, "CreateBranch", err, codes.Unimplemented, "branch resumption PSK")
+	wantCode(t, "CreateBranch without a group id", err, codes.InvalidArgument, "group id")
 	_, err = c.ReInitProposal(ctx, &mlsinteroppb.ReInitProposalRequest{StateId: g.StateId})
-	wantCode(t, "ReInitProposal", err, codes.Unimplemented, "ReInit proposal")
-	_, err = c.NewMemberAddProposal(ctx, &mlsinteroppb.NewMemberAddProposalRequest{GroupInfo: gi.GroupInfo})
-	wantCode(t, "NewMemberAddProposal", err, codes.Unimplemented, "new_member_proposal")
+	wantCode(t, "ReInitProposal to suite 0", err, codes.InvalidArgument, "cipher suite")
+	_, err = c.ReInitWelcome(ctx, &mlsinteroppb.ReInitWelcomeRequest{ReinitId: 999})
+	wantCode(t, "unknown reinit", err, codes.NotFound, "999")
+	_, err = c.HandlePendingReInitCommit(ctx, &mlsinteroppb.HandlePendingCommitRequest{StateId: g.StateId})
+	wantCode(t, "no pending reinit commit", err, codes.FailedPrecondition, "pending")
+	_, err = c.NewMemberAddProposal(ctx, &mlsinteroppb.NewMemberAddProposalRequest{GroupInfo: []byte{0, 1, 0, 4, 0xff}})
+	wantCode(t, "NewMemberAddProposal of a truncated group info", err, codes.InvalidArgument, "group info")
+	_, err = c.ExternalSignerProposal(ctx, &mlsinteroppb.ExternalSignerProposalRequest{SignerId: 999, GroupInfo: gi.GroupInfo})
+	wantCode(t, "unknown external signer", err, codes.NotFound, "999")
+	_, err = c.AddExternalSigner(ctx, &mlsinteroppb.AddExternalSignerRequest{StateId: g.StateId, ExternalSender: []byte{9}})
+	wantCode(t, "garbage external sender", err, codes.InvalidArgument, "external sender")
 	_, err = c.Commit(ctx, &mlsinteroppb.CommitRequest{StateId: g.StateId, ByValue: []*mlsinteroppb.ProposalDescription{{ProposalType: []byte("reinit")}}})
-	wantCode(t, "reinit by value", err, codes.Unimplemented, "ReInit")
+	wantCode(t, "reinit by value to suite 0", err, codes.InvalidArgument, "cipher suite")
 	_, err = c.StateAuth(ctx, &mlsinteroppb.StateAuthRequest{StateId: 999})
 	wantCode(t, "unknown state", err, codes.NotFound, "999")
 	_, err = c.JoinGroup(ctx, &mlsinteroppb.JoinGroupRequest{TransactionId: 999})

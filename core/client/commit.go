@@ -157,12 +157,8 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 // Every other standalone proposal stays out, so that nothing a member
 // proposes can make an honest commit invalid or impossible to build.
 func includeByReference(p ports.Proposal) bool {
-	return p.Type == proposalSelfRemove && p.SenderType == ports.SenderMember
+	return p.Type == ports.ProposalSelfRemove && p.SenderType == ports.SenderMember
 }
-
-// proposalSelfRemove is draft-ietf-mls-extensions' SelfRemove proposal
-// type, a draft code point.
-const proposalSelfRemove uint16 = 0x000a
 
 // settleIntent finishes an intent left by an earlier attempt or process
 // before a new commit is built. The caller holds the group's lock.

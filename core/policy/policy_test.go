@@ -261,7 +261,7 @@ func TestCOMP244_ProposalsByReferenceJudgedByProposer(t *testing.T) {
 		{"a member adds an outsider", ports.Proposal{Type: ports.ProposalAdd, Added: out}, false},
 		{"a member's PreSharedKey", ports.Proposal{Type: ports.ProposalPreSharedKey}, false},
 		{"a member's Update", ports.Proposal{Type: ports.ProposalUpdate, Updated: mb}, true},
-		{"a member's SelfRemove", ports.Proposal{Type: proposalSelfRemove, Removed: mb}, true},
+		{"a member's SelfRemove", ports.Proposal{Type: ports.ProposalSelfRemove, Removed: mb}, true},
 		{"a member removes its own inbox's other installation", ports.Proposal{Type: ports.ProposalRemove, Removed: leaf(5, "member")}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -275,7 +275,7 @@ func TestCOMP244_ProposalsByReferenceJudgedByProposer(t *testing.T) {
 				t.Fatalf("AllowedByReference = %v, want %v", got, c.permit)
 			}
 			p.Sender = sa
-			if c.p.Type != ports.ProposalPreSharedKey && c.p.Type != proposalSelfRemove && c.p.Type != ports.ProposalUpdate {
+			if c.p.Type != ports.ProposalPreSharedKey && c.p.Type != ports.ProposalSelfRemove && c.p.Type != ports.ProposalUpdate {
 				if err := checkByReference(mustRoles(t, v), v, []ports.Proposal{p}); err != nil {
 					t.Fatalf("the same proposal by the super admin refused: %v", err)
 				}

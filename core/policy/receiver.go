@@ -9,10 +9,6 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// proposalSelfRemove is draft-ietf-mls-extensions' SelfRemove proposal
-// type, a draft code point.
-const proposalSelfRemove uint16 = 0x000a
-
 // checkByReference judges each proposal a commit includes by reference by
 // its proposer's role, as if the proposer had committed it alone
 // (COMP-244): a member cannot borrow the committer's authority by
@@ -46,7 +42,7 @@ func allowedByReference(r Roles, before ports.GroupView, p ports.Proposal) error
 	}
 	by := p.Sender.InboxID
 	switch p.Type {
-	case proposalSelfRemove:
+	case ports.ProposalSelfRemove:
 		return nil // its proposer leaves; any member may commit it
 	case ports.ProposalUpdate:
 		return nil // the proposer's own leaf; checkCredentials judges it
@@ -83,7 +79,7 @@ func allowedByReference(r Roles, before ports.GroupView, p ports.Proposal) error
 func checkCredentials(before, after ports.GroupView, ps []ports.Proposal) error {
 	removed := map[uint32]bool{}
 	for _, p := range ps {
-		if p.Type == ports.ProposalRemove || p.Type == proposalSelfRemove {
+		if p.Type == ports.ProposalRemove || p.Type == ports.ProposalSelfRemove {
 			removed[p.Removed.LeafIndex] = true
 		}
 	}

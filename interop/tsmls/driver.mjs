@@ -33,6 +33,17 @@
 // (unless "native" asks for ts-mls's own), and externalJoin hands ts-mls an
 // HPKE whose importPublicKey drops that prefix, so that each side speaks
 // the RFC encoding on the wire.
+//   reinit      {handle, groupId}          -> {commit} a commit of an inline ReInit
+//                                             to groupId in suite 3, no extensions
+//   reinitCreate {handle, kpHandle, members:[kp], groupId}
+//                                          -> {handle, welcome, ratchetTree} the
+//                                             successor of a group suspended by a
+//                                             ReInit
+//   joinReinit  {handle, kpHandle, welcome} -> {handle}
+//   branch      {handle, kpHandle, members:[kp], groupId} -> {handle, welcome, ratchetTree}
+//   joinBranch  {handle, kpHandle, welcome} -> {handle}
+//   proposeAddExternal {groupInfo, identity} -> {message, kpHandle} a joiner's
+//                                             own Add (new_member_proposal)
 //   protect     {handle, plaintext, authenticatedData?} -> {message}
 //   export      {handle, label, context, length} -> {secret}
 //   state       {handle}                   -> {epoch, epochAuthenticator, leaf,
@@ -55,12 +66,19 @@ import {
   joinGroup,
   joinGroupExternal,
   makePskIndex,
+  reinitGroup,
+  reinitCreateNewGroup,
+  joinGroupFromReinit,
+  branchGroup,
+  joinGroupFromBranch,
+  proposeAddExternal,
   createGroupInfoWithExternalPubAndRatchetTree,
   mlsExporter,
   processMessage,
   processPrivateMessage,
 } from "ts-mls";
 import { createGroupInfo } from "ts-mls/createCommit.js";
+import { encodeRatchetTree } from "ts-mls/ratchetTree.js";
 
 const suiteName = "MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519";
 const impl = await getCiphersuiteImpl(getCiphersuiteFromName(suiteName));
@@ -103,6 +121,21 @@ function stateOf(handle) {
   const state = states.get(handle);
   if (state === undefined) throw new Error(`no group state ${handle}`);
   return state;
+}
+
+function keyPackageOf(handle) {
+  const kp = keyPackages.get(handle);
+  if (kp === undefined) throw new Error(`no key package ${handle}`);
+  return kp;
+}
+
+// successor keeps the new group of a reinit or branch commit and returns
+// its handle, Welcome and ratchet tree (ts-mls puts none in the Welcome).
+function successor(result) {
+  const handle = newHandle();
+  states.set(handle, result.newState);
+  const welcome = hex(encodeMlsMessage({ version: "mls10", wireformat: "mls_welcome", welcome: result.welcome }));
+  return { handle, welcome, ratchetTree: hex(encodeRatchetTree(result.newState.ratchetTree)) };
 }
 
 const ops = {
@@ -209,6 +242,48 @@ const ops = {
     states.set(handle, newState);
     const msg = { version: "mls10", wireformat: "mls_public_message", publicMessage };
     return { handle, commit: hex(encodeMlsMessage(msg)) };
+  },
+
+  async reinit({ handle, groupId }) {
+    const result = await reinitGroup(stateOf(handle), unhex(groupId), "mls10", suiteName, [], impl);
+    states.set(handle, result.newState);
+    return { commit: hex(encodeMlsMessage(result.commit)) };
+  },
+
+  async reinitCreate({ handle, kpHandle, members, groupId }) {
+    const kp = keyPackageOf(kpHandle);
+    const kps = members.map((m) => decode(m).keyPackage);
+    const result = await reinitCreateNewGroup(stateOf(handle), kp.publicPackage, kp.privatePackage, kps, unhex(groupId), suiteName, []);
+    return successor(result);
+  },
+
+  async joinReinit({ handle, kpHandle, welcome }) {
+    const kp = keyPackageOf(kpHandle);
+    const state = await joinGroupFromReinit(stateOf(handle), decode(welcome).welcome, kp.publicPackage, kp.privatePackage, undefined);
+    const h = newHandle();
+    states.set(h, state);
+    return { handle: h };
+  },
+
+  async branch({ handle, kpHandle, members, groupId }) {
+    const kp = keyPackageOf(kpHandle);
+    const kps = members.map((m) => decode(m).keyPackage);
+    return successor(await branchGroup(stateOf(handle), kp.publicPackage, kp.privatePackage, kps, unhex(groupId), impl));
+  },
+
+  async joinBranch({ handle, kpHandle, welcome }) {
+    const kp = keyPackageOf(kpHandle);
+    const state = await joinGroupFromBranch(stateOf(handle), decode(welcome).welcome, kp.publicPackage, kp.privatePackage, undefined, impl);
+    const h = newHandle();
+    states.set(h, state);
+    return { handle: h };
+  },
+
+  async proposeAddExternal({ groupInfo, identity }) {
+    const { handle: kpHandle } = await ops.keyPackage({ identity });
+    const kp = keyPackageOf(kpHandle);
+    const msg = await proposeAddExternal(decode(groupInfo).groupInfo, kp.publicPackage, kp.privatePackage, impl);
+    return { message: hex(encodeMlsMessage(msg)), kpHandle };
   },
 
   async protect({ handle, plaintext, authenticatedData = "" }) {

@@ -91,6 +91,7 @@ var (
 	_ ports.MLSWelcomes       = (*Engine)(nil)
 	_ ports.MLSExternal       = (*Engine)(nil)
 	_ ports.MLSProposals      = (*Engine)(nil)
+	_ ports.MLSSelfRemove     = (*Engine)(nil)
 )
 
 // Engine is a [ports.MLS] that forwards every call to the engine it wraps
@@ -318,6 +319,15 @@ func (e *Engine) Propose(ctx context.Context, tx ports.Tx, groupID []byte, opts 
 		return nil, fmt.Errorf("mlsfault: the engine does not send proposals: %w", ports.ErrUnsupported)
 	}
 	return p.Propose(ctx, tx, groupID, opts)
+}
+
+// ProposeSelfRemove forwards to the wrapped engine's [ports.MLSSelfRemove].
+func (e *Engine) ProposeSelfRemove(ctx context.Context, tx ports.Tx, groupID []byte) ([]byte, error) {
+	p, ok := e.inner.(ports.MLSSelfRemove)
+	if !ok {
+		return nil, fmt.Errorf("mlsfault: the engine does not propose SelfRemove: %w", ports.ErrUnsupported)
+	}
+	return p.ProposeSelfRemove(ctx, tx, groupID)
 }
 
 func (e *Engine) welcomes() (ports.MLSWelcomes, error) {

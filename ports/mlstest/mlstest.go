@@ -60,10 +60,13 @@
 //     existing group is not overwritten; a pending commit is handed back
 //     after a restart; GroupInfo and external joins, with and without
 //     resync.
+//   - SelfRemove (draft-ietf-mls-extensions, COMP-304): in a
+//     self-remove-capable group a member's SelfRemove is committed by
+//     another member and removes it; elsewhere it is ErrUnsupported.
 //
 // Cases of an optional interface ([ports.MLSWelcomes],
-// [ports.MLSPendingCommits], [ports.MLSExternal]) skip, with the reason,
-// when the engine does not implement it.
+// [ports.MLSPendingCommits], [ports.MLSExternal], [ports.MLSSelfRemove])
+// skip, with the reason, when the engine does not implement it.
 //
 // # Writing a harness
 //
@@ -147,6 +150,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, welcomeCases...)
 	cases = append(cases, repairCases...)
 	cases = append(cases, proposalCases...)
+	cases = append(cases, selfRemoveCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)

@@ -134,7 +134,7 @@ func TestBadKeysAreErrors(t *testing.T) {
 	if _, err := s.ExpandWithLabel(nil, "x", nil, 1<<20); !errors.Is(err, ciphersuite.ErrInvalidLength) {
 		t.Errorf("huge expand: %v", err)
 	}
-	if _, err := ciphersuite.Lookup(6); !errors.Is(err, ciphersuite.ErrUnsupportedSuite) {
-		t.Errorf("suite 6: %v", err)
+	if _, err := ciphersuite.Lookup(0x0008); !errors.Is(err, ciphersuite.ErrUnsupportedSuite) {
+		t.Errorf("suite 8: %v", err)
 	}
 }

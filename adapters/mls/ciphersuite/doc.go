@@ -6,12 +6,16 @@
 // Suites are rows of one table (see suites.go): 0x0001
 // MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519, 0x0002
 // MLS_128_DHKEMP256_AES128GCM_SHA256_P256, 0x0003
-// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519, 0x0005
-// MLS_256_DHKEMP521_AES256GCM_SHA512_P521 and 0x0007
-// MLS_256_DHKEMP384_AES256GCM_SHA384_P384. regroup's groups use 0x0003;
-// the others let every IETF vector of their suites run. Suites 0x0004 and
-// 0x0006 (X448, Ed448) are absent: the standard library lacks them. Adding a suite whose
-// primitives exist means adding a row. [Lookup] returns a [Suite] or an
+// MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519, 0x0004
+// MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448, 0x0005
+// MLS_256_DHKEMP521_AES256GCM_SHA512_P521, 0x0006
+// MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448 and 0x0007
+// MLS_256_DHKEMP384_AES256GCM_SHA384_P384: every suite of RFC 9420 §17.1.
+// regroup's groups use 0x0003; the others let every IETF vector run and
+// let regroup join groups of other clients. X448, its HPKE KEM and Ed448
+// (pure, empty context) come from cloudflare/circl, as the standard
+// library lacks them; everything else is the standard library's. Adding a
+// suite whose primitives exist means adding a row. [Lookup] returns a [Suite] or an
 // error wrapping [ErrUnsupportedSuite].
 //
 // # Operations

@@ -8,6 +8,9 @@ import (
 // GenerateHPKEKey returns a fresh HPKE key pair in the suite's KEM, both
 // halves serialized as RFC 9180 SerializePrivateKey/SerializePublicKey.
 func (s *Suite) GenerateHPKEKey() (priv, pub []byte, err error) {
+	if x := s.r.x448; x != nil {
+		return x.generate()
+	}
 	k, err := s.r.kem.GenerateKey()
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate hpke key: %w", err)
@@ -18,6 +21,9 @@ func (s *Suite) GenerateHPKEKey() (priv, pub []byte, err error) {
 // DeriveHPKEKeyPair derives the HPKE key pair DeriveKeyPair(ikm) of RFC 9180
 // (used for node keys, §7.4, and external_pub, §8).
 func (s *Suite) DeriveHPKEKeyPair(ikm []byte) (priv, pub []byte, err error) {
+	if x := s.r.x448; x != nil {
+		return x.derive(ikm)
+	}
 	k, err := s.r.kem.DeriveKeyPair(ikm)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: derive hpke key pair: %v", ErrInvalidKey, err)
@@ -27,6 +33,9 @@ func (s *Suite) DeriveHPKEKeyPair(ikm []byte) (priv, pub []byte, err error) {
 
 // HPKEPublicKey returns the public key that belongs to an HPKE private key.
 func (s *Suite) HPKEPublicKey(priv []byte) ([]byte, error) {
+	if x := s.r.x448; x != nil {
+		return x.public(priv)
+	}
 	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
@@ -45,6 +54,9 @@ func serializeKeyPair(k hpke.PrivateKey) (priv, pub []byte, err error) {
 // HPKESeal is SealBase(pub, info, aad, plaintext) of RFC 9180: it returns the
 // KEM output and the ciphertext.
 func (s *Suite) HPKESeal(pub, info, aad, plaintext []byte) (kemOutput, ciphertext []byte, err error) {
+	if x := s.r.x448; x != nil {
+		return x.seal(pub, info, aad, plaintext)
+	}
 	enc, snd, err := s.hpkeSender(pub, info)
 	if err != nil {
 		return nil, nil, err
@@ -72,6 +84,9 @@ func (s *Suite) hpkeSender(pub, info []byte) ([]byte, *hpke.Sender, error) {
 // HPKEOpen is OpenBase(kemOutput, priv, info, aad, ciphertext) of RFC 9180;
 // failures wrap ErrInvalidKey (malformed key or KEM output) or ErrDecrypt.
 func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte, error) {
+	if x := s.r.x448; x != nil {
+		return x.open(priv, info, aad, kemOutput, ciphertext)
+	}
 	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)
@@ -90,6 +105,9 @@ func (s *Suite) HPKEOpen(priv, info, aad, kemOutput, ciphertext []byte) ([]byte,
 // HPKEExport runs SetupBaseS(pub, info) and exports length bytes under
 // exporterContext (RFC 9180 §5.3); it returns the KEM output and the secret.
 func (s *Suite) HPKEExport(pub, info, exporterContext []byte, length int) (kemOutput, secret []byte, err error) {
+	if x := s.r.x448; x != nil {
+		return x.export(pub, info, exporterContext, length)
+	}
 	enc, snd, err := s.hpkeSender(pub, info)
 	if err != nil {
 		return nil, nil, err
@@ -104,6 +122,9 @@ func (s *Suite) HPKEExport(pub, info, exporterContext []byte, length int) (kemOu
 // HPKEExportOpen runs SetupBaseR(kemOutput, priv, info) and exports length
 // bytes under exporterContext: the receiving side of [Suite.HPKEExport].
 func (s *Suite) HPKEExportOpen(priv, info, kemOutput, exporterContext []byte, length int) ([]byte, error) {
+	if x := s.r.x448; x != nil {
+		return x.exportOpen(priv, info, kemOutput, exporterContext, length)
+	}
 	k, err := s.r.kem.NewPrivateKey(leftPad(priv, s.r.skSize))
 	if err != nil {
 		return nil, fmt.Errorf("%w: hpke private key: %v", ErrInvalidKey, err)

@@ -9,7 +9,7 @@ import (
 // TestNoPanicOnHostileInput calls every operation with empty, short and
 // oversized inputs: each must return (an error or a value), never panic.
 func TestNoPanicOnHostileInput(t *testing.T) {
-	inputs := [][]byte{nil, {}, {1}, make([]byte, 31), make([]byte, 32), make([]byte, 64), make([]byte, 1000)}
+	inputs := [][]byte{nil, {}, {1}, make([]byte, 31), make([]byte, 32), make([]byte, 56), make([]byte, 57), make([]byte, 64), make([]byte, 114), make([]byte, 1000)}
 	for _, id := range ciphersuite.Supported() {
 		s, _ := ciphersuite.Lookup(id)
 		for _, a := range inputs {

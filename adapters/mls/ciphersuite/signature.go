@@ -1,6 +1,7 @@
 package ciphersuite
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -8,10 +9,12 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"fmt"
+
+	"github.com/cloudflare/circl/sign/ed448"
 )
 
 // ecdsaParams returns the curve and message digest of an ECDSA scheme;
-// ok is false for Ed25519.
+// ok is false for Ed25519 and Ed448.
 func ecdsaParams(sig SignatureScheme) (curve elliptic.Curve, digest func([]byte) []byte, ok bool) {
 	switch sig {
 	case ECDSASecp256r1SHA256:
@@ -39,6 +42,13 @@ func (s *Suite) GenerateSignatureKey() (priv, pub []byte, err error) {
 		pub, err = k.PublicKey.Bytes()
 		return priv, pub, err
 	}
+	if s.r.sig == Ed448 {
+		pub, priv, err := ed448.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, nil, fmt.Errorf("generate signature key: %w", err)
+		}
+		return append([]byte(nil), priv.Seed()...), append([]byte(nil), pub...), nil
+	}
 	seed := make([]byte, ed25519.SeedSize)
 	if _, err := rand.Read(seed); err != nil {
 		return nil, nil, fmt.Errorf("generate signature key: %w", err)
@@ -56,6 +66,13 @@ func (s *Suite) SignaturePublicKey(priv []byte) ([]byte, error) {
 		}
 		return k.PublicKey.Bytes()
 	}
+	if s.r.sig == Ed448 {
+		k, err := ed448Key(priv)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(nil), k.Public().(ed448.PublicKey)...), nil
+	}
 	k, err := ed25519Key(priv)
 	if err != nil {
 		return nil, err
@@ -71,6 +88,23 @@ func ed25519Key(priv []byte) (ed25519.PrivateKey, error) {
 		return ed25519.PrivateKey(priv), nil
 	default:
 		return nil, fmt.Errorf("%w: Ed25519 private key of %d bytes", ErrInvalidKey, len(priv))
+	}
+}
+
+// ed448Key accepts the 57-byte RFC 8032 seed or circl's 114-byte
+// seed-and-public form.
+func ed448Key(priv []byte) (ed448.PrivateKey, error) {
+	switch len(priv) {
+	case ed448.SeedSize:
+		return ed448.NewKeyFromSeed(priv), nil
+	case ed448.PrivateKeySize:
+		k := ed448.NewKeyFromSeed(priv[:ed448.SeedSize])
+		if !bytes.Equal(k, priv) {
+			return nil, fmt.Errorf("%w: Ed448 private key whose public half does not match its seed", ErrInvalidKey)
+		}
+		return k, nil
+	default:
+		return nil, fmt.Errorf("%w: Ed448 private key of %d bytes", ErrInvalidKey, len(priv))
 	}
 }
 
@@ -93,6 +127,13 @@ func (s *Suite) Sign(priv, msg []byte) ([]byte, error) {
 		}
 		return ecdsa.SignASN1(rand.Reader, k, digest(msg))
 	}
+	if s.r.sig == Ed448 {
+		k, err := ed448Key(priv)
+		if err != nil {
+			return nil, err
+		}
+		return ed448.Sign(k, msg, ""), nil // pure Ed448, empty context (RFC 8032 §5.2)
+	}
 	k, err := ed25519Key(priv)
 	if err != nil {
 		return nil, err
@@ -109,6 +150,15 @@ func (s *Suite) Verify(pub, msg, sig []byte) error {
 			return fmt.Errorf("%w: %s public key: %v", ErrInvalidKey, curve.Params().Name, err)
 		}
 		if !ecdsa.VerifyASN1(k, digest(msg), sig) {
+			return ErrBadSignature
+		}
+		return nil
+	}
+	if s.r.sig == Ed448 {
+		if len(pub) != ed448.PublicKeySize {
+			return fmt.Errorf("%w: Ed448 public key of %d bytes", ErrInvalidKey, len(pub))
+		}
+		if len(sig) != ed448.SignatureSize || !ed448.Verify(ed448.PublicKey(pub), msg, sig, "") {
 			return ErrBadSignature
 		}
 		return nil

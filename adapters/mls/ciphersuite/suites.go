@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 
+	circlhpke "github.com/cloudflare/circl/hpke"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -22,7 +23,9 @@ const (
 	MLS128X25519AES128GCMSHA256Ed25519        ID = 0x0001
 	MLS128P256AES128GCMSHA256P256             ID = 0x0002
 	MLS128X25519ChaCha20Poly1305SHA256Ed25519 ID = 0x0003
+	MLS256X448AES256GCMSHA512Ed448            ID = 0x0004
 	MLS256P521AES256GCMSHA512P521             ID = 0x0005
+	MLS256X448ChaCha20Poly1305SHA512Ed448     ID = 0x0006
 	MLS256P384AES256GCMSHA384P384             ID = 0x0007
 )
 
@@ -35,6 +38,7 @@ const (
 	ECDSASecp256r1SHA256 SignatureScheme = 0x0403
 	ECDSASecp384r1SHA384 SignatureScheme = 0x0503
 	ECDSASecp521r1SHA512 SignatureScheme = 0x0603
+	Ed448                SignatureScheme = 0x0808
 )
 
 // Sentinel errors.
@@ -60,8 +64,9 @@ type row struct {
 	newAEAD   func(key []byte) (cipher.AEAD, error)
 	keySize   int
 	nonceSize int
-	kem       hpke.KEM
-	skSize    int // Nsk: HPKE private keys shorter than this are left-padded
+	kem       hpke.KEM // nil where x448 is set
+	x448      *x448KEM // DHKEM(X448) through circl, absent from crypto/hpke
+	skSize    int      // Nsk: HPKE private keys shorter than this are left-padded
 	kdf       hpke.KDF
 	aead      hpke.AEAD
 	sig       SignatureScheme
@@ -99,11 +104,25 @@ var table = []row{
 		sig: Ed25519,
 	},
 	{
+		id: MLS256X448AES256GCMSHA512Ed448, name: "MLS_256_DHKEMX448_AES256GCM_SHA512_Ed448",
+		newHash: sha512.New, hashSize: sha512.Size,
+		newAEAD: newAESGCM, keySize: 32, nonceSize: 12,
+		skSize: x448SKSize, x448: newX448KEM(circlhpke.AEAD_AES256GCM),
+		sig: Ed448,
+	},
+	{
 		id: MLS256P521AES256GCMSHA512P521, name: "MLS_256_DHKEMP521_AES256GCM_SHA512_P521",
 		newHash: sha512.New, hashSize: sha512.Size,
 		newAEAD: newAESGCM, keySize: 32, nonceSize: 12,
 		skSize: 66, kem: hpke.DHKEM(ecdh.P521()), kdf: hpke.HKDFSHA512(), aead: hpke.AES256GCM(),
 		sig: ECDSASecp521r1SHA512,
+	},
+	{
+		id: MLS256X448ChaCha20Poly1305SHA512Ed448, name: "MLS_256_DHKEMX448_CHACHA20POLY1305_SHA512_Ed448",
+		newHash: sha512.New, hashSize: sha512.Size,
+		newAEAD: chacha20poly1305.New, keySize: chacha20poly1305.KeySize, nonceSize: chacha20poly1305.NonceSize,
+		skSize: x448SKSize, x448: newX448KEM(circlhpke.AEAD_ChaCha20Poly1305),
+		sig: Ed448,
 	},
 	{
 		id: MLS256P384AES256GCMSHA384P384, name: "MLS_256_DHKEMP384_AES256GCM_SHA384_P384",

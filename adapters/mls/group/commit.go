@@ -114,6 +114,7 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 		if err != nil {
 			return nil, err
 		}
+		next.reinit = ap.reinit
 		return &Pending{Message: m, next: next, RemovesSelf: removed, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
 			Proposals: commitProposals(props)}, nil
 	}
@@ -121,6 +122,7 @@ func (g *Group) StageCommit(m *framing.MLSMessage) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	next.reinit = ap.reinit
 	return &Pending{Message: m, next: next, Sender: ac.Content.Sender, AuthenticatedData: ac.Content.AuthenticatedData,
 		Proposals: commitProposals(props)}, nil
 }

@@ -58,6 +58,9 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if g.Public() {
 		return nil, errPublic
 	}
+	if err := g.ended(); err != nil {
+		return nil, err
+	}
 	if opts == nil {
 		opts = &CommitOptions{}
 	}
@@ -114,6 +117,7 @@ func (g *Group) Commit(opts *CommitOptions) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
+	next.reinit = ap.reinit
 	msg, err := g.protect(ac)
 	if err != nil {
 		return nil, err
@@ -257,8 +261,22 @@ func (g *Group) byReference(inline []*message.Proposal) []cached {
 			removed[p.Remove.Removed] = true
 		}
 	}
+	// A SelfRemove goes before any Remove of the same leaf, which it makes
+	// invalid; this member's own cannot be in its commit.
+	me := uint32(g.priv.Leaf())
 	var out []cached
 	for _, p := range g.proposals {
+		if p.proposal.Type == message.ProposalSelfRemove && p.sender.Type == framing.SenderMember {
+			if l := p.sender.LeafIndex; l != me && !removed[l] {
+				removed[l] = true
+				out = append(out, p)
+			}
+		}
+	}
+	for _, p := range g.proposals {
+		if p.proposal.Type == message.ProposalSelfRemove {
+			continue
+		}
 		if p.proposal.Type == message.ProposalRemove {
 			if removed[p.proposal.Remove.Removed] {
 				continue

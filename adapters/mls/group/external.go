@@ -1,7 +1,9 @@
 package group
 
 import (
+	"crypto/rand"
 	"fmt"
+	"maps"
 
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
@@ -29,6 +31,20 @@ type ExternalJoinOptions struct {
 	Resync *treemath.LeafIndex
 	// Validate tunes the checks of the received tree.
 	Validate ratchettree.ValidateOptions
+	// PreSharedKeys are injected by PreSharedKey proposals of the commit
+	// (§12.4.3.2 allows them beside ExternalInit); their nonces are drawn
+	// here. External PSKs come from PSKs, resumption PSKs (usage
+	// application, this group's id) from Resumption.
+	PreSharedKeys []message.PreSharedKeyID
+	// Resumption holds resumption_psk secrets of past epochs of the group
+	// the joiner kept, by epoch: a former member rejoining by resync.
+	Resumption map[uint64][]byte
+	// SelfRemoves are pending SelfRemove proposals of the GroupInfo's
+	// epoch (PublicMessages, as a delivery service hands them out with the
+	// GroupInfo); the draft SelfRemove has the joiner of a
+	// self-remove-capable group include them by reference (COMP-304).
+	// Each is verified, except for its membership tag.
+	SelfRemoves []*framing.MLSMessage
 }
 
 // JoinExternal joins a group by external commit (§12.4.3.2): it verifies
@@ -77,7 +93,10 @@ func JoinExternal(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Group, *fra
 	}
 	// g stands for the group's current epoch as far as an outsider knows it.
 	g := &Group{suite: s, gc: gi.GroupContext, gcBytes: gcBytes, tree: tree, interim: interim,
-		sigPriv: opts.SignaturePriv, psks: opts.PSKs, resume: map[uint64][]byte{}}
+		sigPriv: opts.SignaturePriv, psks: opts.PSKs, resume: maps.Clone(opts.Resumption)}
+	if g.resume == nil {
+		g.resume = map[uint64][]byte{}
+	}
 	self := framing.Sender{Type: framing.SenderNewMemberCommit}
 	props := []*message.Proposal{{Type: message.ProposalExternalInit, ExternalInit: &message.ExternalInit{KEMOutput: kem}}}
 	if opts.Resync != nil {
@@ -87,11 +106,27 @@ func JoinExternal(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Group, *fra
 		}
 		props = append(props, &message.Proposal{Type: message.ProposalRemove, Remove: &message.Remove{Removed: uint32(*opts.Resync)}})
 	}
+	for _, id := range opts.PreSharedKeys {
+		id.Nonce = make([]byte, s.HashSize())
+		if _, err := rand.Read(id.Nonce); err != nil {
+			return nil, nil, fmt.Errorf("psk nonce: %w", err)
+		}
+		props = append(props, &message.Proposal{Type: message.ProposalPreSharedKey, PreSharedKey: &message.PreSharedKey{PSK: id}})
+	}
 	commit := &message.Commit{}
 	cs := make([]cached, len(props))
 	for i, p := range props {
 		cs[i] = cached{proposal: p, sender: self}
 		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalInline, Proposal: p})
+	}
+	for _, m := range opts.SelfRemoves {
+		c, err := g.pendingSelfRemove(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.proposals = append(g.proposals, c)
+		cs = append(cs, c)
+		commit.Proposals = append(commit.Proposals, message.ProposalOrRef{Type: message.ProposalReference, Reference: c.ref})
 	}
 	next := tree.Clone()
 	ap, err := g.apply(next, noLeaf, cs, true)
@@ -143,7 +178,45 @@ func JoinExternalPending(s *ciphersuite.Suite, opts *ExternalJoinOptions) (*Pend
 	c := m.Public.Content
 	p := &Pending{Message: m, next: joined, Sender: c.Sender, AuthenticatedData: c.AuthenticatedData}
 	for _, pr := range c.Commit.Proposals {
-		p.Proposals = append(p.Proposals, CommitProposal{Proposal: pr.Proposal, Sender: c.Sender})
+		if pr.Type == message.ProposalInline {
+			p.Proposals = append(p.Proposals, CommitProposal{Proposal: pr.Proposal, Sender: c.Sender})
+		}
+	}
+	for _, sr := range opts.SelfRemoves { // verified by JoinExternal, in its order
+		p.Proposals = append(p.Proposals, CommitProposal{Proposal: sr.Public.Content.Proposal, Sender: sr.Public.Content.Sender, ByReference: true})
 	}
 	return p, nil
+}
+
+// pendingSelfRemove verifies a SelfRemove proposal of the current epoch
+// handed to an external joiner: a PublicMessage from a member, signed
+// with that member's leaf key; an outsider cannot check its membership
+// tag.
+func (g *Group) pendingSelfRemove(m *framing.MLSMessage) (cached, error) {
+	if m == nil || m.Public == nil {
+		return cached{}, invalid("pending SelfRemove is not a PublicMessage")
+	}
+	ac := m.Public.AuthenticatedContent()
+	c := &ac.Content
+	if c.ContentType != framing.ContentProposal || c.Proposal == nil || c.Proposal.Type != message.ProposalSelfRemove {
+		return cached{}, invalid("pending proposal is not a SelfRemove")
+	}
+	if err := checkSelfRemoveReceived(ac); err != nil {
+		return cached{}, err
+	}
+	if string(c.GroupID) != string(g.gc.GroupID) || c.Epoch != g.gc.Epoch {
+		return cached{}, invalid("pending SelfRemove of group %x epoch %d", c.GroupID, c.Epoch)
+	}
+	leaf := g.tree.Leaf(treemath.LeafIndex(c.Sender.LeafIndex))
+	if leaf == nil {
+		return cached{}, invalid("pending SelfRemove from blank leaf %d", c.Sender.LeafIndex)
+	}
+	if err := ac.Verify(g.suite, leaf.SignatureKey, g.gcBytes); err != nil {
+		return cached{}, fmt.Errorf("%w: pending SelfRemove: %w", ErrInvalid, err)
+	}
+	ref, err := ac.ProposalRef(g.suite)
+	if err != nil {
+		return cached{}, err
+	}
+	return cached{ref: ref, proposal: c.Proposal, sender: c.Sender}, nil
 }

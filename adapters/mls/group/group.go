@@ -11,8 +11,15 @@
 // [Group.MergePending]), joins by external commit ([JoinExternal]),
 // protects application data, and stages and merges the messages of other
 // members. [NewPublic] gives a delivery service a view without secrets that
-// follows PublicMessage commits. ReInit, external senders and branch
-// PSKs are not supported yet.
+// follows PublicMessage commits. Proposals from outside the group come
+// from the senders of the external_senders extension ([ExternalProposal])
+// and from joiners signing their own Add ([NewMemberProposal]); external
+// commits may inject PSKs. A ReInit commit ends the group
+// ([Group.ReInit]) and [Group.Reinitialize] creates its successor;
+// [Group.Branch] creates a subgroup; both are joined with
+// JoinOptions.Predecessor. The draft SelfRemove proposal
+// ([Group.ProposeSelfRemove]) works in groups whose members all support
+// it.
 //
 // # State
 //
@@ -70,6 +77,10 @@ var (
 	// member: one it can apply only from the pending state it built it
 	// with ([Group.MergePending]), never by processing it.
 	ErrOwnCommit = errors.New("group: this member's own commit")
+	// ErrReInitialized means the group's last commit carried a ReInit
+	// (§11.2): the group has ended and is only the predecessor of its
+	// successor.
+	ErrReInitialized = errors.New("group: reinitialized")
 )
 
 // EpochError is the error for a message of another epoch; it unwraps to
@@ -133,6 +144,12 @@ type Group struct {
 	// leafKeys holds the private keys of this member's proposed updates,
 	// by public key, until a commit applies one.
 	leafKeys map[string][]byte
+	// reinit is the ReInit of the commit that started this epoch: the
+	// group has ended (§11.2). Kept in memory only (COMP-302).
+	reinit *message.ReInit
+	// predecessor is the group a reinitialized or branched group resumes,
+	// for the resumption PSK of its first commit or Welcome (§11.2, §11.3).
+	predecessor *resumption
 }
 
 type cached struct {
@@ -192,6 +209,13 @@ func (g *Group) Export(label string, context []byte, length int) ([]byte, error)
 		return nil, errPublic
 	}
 	return keyschedule.Export(g.suite, g.epoch.ExporterSecret, label, context, length)
+}
+
+// ResumptionPSK returns the resumption_psk of a recent epoch of this
+// group (§8.6): the current one or one of the last few this member saw.
+func (g *Group) ResumptionPSK(epoch uint64) ([]byte, bool) {
+	r, ok := g.resume[epoch]
+	return r, ok
 }
 
 // install makes the given epoch current.

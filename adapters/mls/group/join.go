@@ -26,6 +26,10 @@ type JoinOptions struct {
 	PSKs PSKStore
 	// Validate tunes the checks of the received tree (GroupID is set by Join).
 	Validate ratchettree.ValidateOptions
+	// Predecessor is the group a Welcome of a reinitialized group or a
+	// branch resumes (§11.2, §11.3): it supplies the resumption PSK the
+	// GroupSecrets name, and the new group is checked against it.
+	Predecessor *Group
 }
 
 // Join processes a Welcome (§12.4.3.1): it decrypts the GroupSecrets and
@@ -42,6 +46,9 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 		return nil, err
 	}
 	g := &Group{suite: s, sigPriv: opts.SignaturePriv, psks: opts.PSKs}
+	if g.predecessor, err = predecessorFor(gs.PSKs, opts.Predecessor); err != nil {
+		return nil, err
+	}
 	pskSecret, err := g.pskSecret(gs.PSKs)
 	if err != nil {
 		return nil, err
@@ -87,6 +94,12 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	g.confirmationTag, g.signer = gi.ConfirmationTag, gi.Signer
 	if err := g.install(gi.GroupContext, tree, priv, epoch, interim); err != nil {
 		return nil, err
+	}
+	if r := g.predecessor; r != nil {
+		if err := checkSuccessor(g, opts.Predecessor, r); err != nil {
+			return nil, err
+		}
+		g.predecessor = nil
 	}
 	return g, nil
 }

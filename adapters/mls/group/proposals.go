@@ -20,12 +20,14 @@ func (g *Group) resolve(c *message.Commit, committer framing.Sender) ([]cached, 
 		case message.ProposalInline:
 			out = append(out, cached{proposal: p.Proposal, sender: committer})
 		case message.ProposalReference:
-			if committer.Type != framing.SenderMember {
-				return nil, invalid("proposal %d: reference in an external commit", i)
-			}
 			j := slices.IndexFunc(g.proposals, func(x cached) bool { return bytes.Equal(x.ref, p.Reference) })
 			if j < 0 {
 				return nil, invalid("proposal %d: unknown reference %x", i, p.Reference)
+			}
+			if committer.Type != framing.SenderMember && g.proposals[j].proposal.Type != message.ProposalSelfRemove {
+				// An external commit names by reference only the pending
+				// SelfRemove proposals (draft SelfRemove, COMP-304).
+				return nil, invalid("proposal %d: reference to a proposal of type %d in an external commit", i, g.proposals[j].proposal.Type)
 			}
 			out = append(out, g.proposals[j])
 		default:
@@ -64,7 +66,7 @@ func (g *Group) PendingProposals(p *Pending) ([]CommitProposal, error) {
 		return nil, invalid("not a commit sent as a PublicMessage")
 	}
 	c := &p.Message.Public.Content
-	if c.Sender.Type == framing.SenderNewMemberCommit {
+	if c.Sender.Type == framing.SenderNewMemberCommit && (g == nil || !hasReference(c.Commit)) {
 		var out []CommitProposal
 		for i, pr := range c.Commit.Proposals {
 			if pr.Type != message.ProposalInline {
@@ -91,6 +93,7 @@ type applied struct {
 	addedKPs   []*message.KeyPackage
 	kemOutput  []byte // of the ExternalInit of an external commit
 	psks       []message.PreSharedKeyID
+	reinit     *message.ReInit // of a commit that ends the group (§12.1.5)
 	needPath   bool
 	// removed are the leaves the Remove proposals removed.
 	removed []treemath.LeafIndex
@@ -110,9 +113,13 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		}
 		return out
 	}
+	if err := checkReInit(g, props); err != nil {
+		return nil, err
+	}
 	for _, p := range props {
 		switch t := p.proposal.Type; {
-		case external && t != message.ProposalExternalInit && t != message.ProposalRemove && t != message.ProposalPreSharedKey:
+		case external && t != message.ProposalExternalInit && t != message.ProposalRemove && t != message.ProposalPreSharedKey &&
+			t != message.ProposalSelfRemove:
 			return nil, invalid("proposal type %d in an external commit", t)
 		case t == message.ProposalAdd, t == message.ProposalPreSharedKey:
 		case t == message.ProposalUpdate, t == message.ProposalRemove, t == message.ProposalGroupContextExtensions:
@@ -124,11 +131,15 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 			ap.kemOutput, ap.needPath = p.proposal.ExternalInit.KEMOutput, true
 		case t == message.ProposalExternalInit:
 			return nil, invalid("ExternalInit in a member's commit")
+		case t == message.ProposalReInit && !external:
+			ap.reinit = p.proposal.ReInit
+		case t == message.ProposalSelfRemove:
+			ap.needPath = true
 		default:
 			return nil, fmt.Errorf("%w: proposal type %d", ErrUnsupported, t)
 		}
-		if p.sender.Type != framing.SenderMember && !(external && p.sender.Type == framing.SenderNewMemberCommit) {
-			return nil, fmt.Errorf("%w: proposal from sender type %d", ErrUnsupported, p.sender.Type)
+		if err := senderMayPropose(p, external); err != nil {
+			return nil, err
 		}
 	}
 	if external && ap.kemOutput == nil {
@@ -138,6 +149,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		return nil, invalid("more than one GroupContextExtensions proposal")
 	} else if len(gce) == 1 {
 		ap.extensions = gce[0].proposal.GroupContextExtensions.Extensions
+		if _, _, err := externalSenders(ap.extensions); err != nil {
+			return nil, err
+		}
 		if err := allSupport(tree, ap.extensions); err != nil {
 			return nil, err
 		}
@@ -164,6 +178,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 		if err := tree.UpdateLeaf(l, ln); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+	}
+	if err := applySelfRemoves(tree, committer, props, touched, ap); err != nil {
+		return nil, err
 	}
 	for _, p := range byType(message.ProposalRemove) {
 		l := treemath.LeafIndex(p.proposal.Remove.Removed)
@@ -202,6 +219,9 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 	}
 	seen := map[string]bool{}
 	for _, p := range byType(message.ProposalPreSharedKey) {
+		if err := g.checkPSKProposal(&p.proposal.PreSharedKey.PSK); err != nil {
+			return nil, err
+		}
 		id, err := codec.Marshal(&p.proposal.PreSharedKey.PSK)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -253,4 +273,48 @@ func (g *Group) checkKeyPackage(kp *message.KeyPackage) error {
 		return invalid("key package init key equals its encryption key")
 	}
 	return nil
+}
+
+// checkPSKProposal applies the rules of §12.1.4 to a PreSharedKey
+// proposal of a commit: a resumption PSK of usage reinit or branch is
+// injected only by the first commit of a reinitialized or branched group,
+// whose Welcome names it (§11.2, §11.3), and psk_nonce is Nh bytes.
+func (g *Group) checkPSKProposal(id *message.PreSharedKeyID) error {
+	if id.Type == message.PSKResumption && id.Usage != message.UsageApplication && !g.resumes(id) {
+		return invalid("PreSharedKey proposal of a resumption PSK with usage %d", id.Usage)
+	}
+	if len(id.Nonce) != g.suite.HashSize() {
+		return invalid("psk_nonce of %d bytes, want %d", len(id.Nonce), g.suite.HashSize())
+	}
+	return nil
+}
+
+// senderMayPropose checks a committed proposal's sender (§12.1.8, §12.2):
+// members propose anything; an external commit's joiner its own
+// proposals; an external sender only the types of the "Ext" column; a
+// new_member_proposal sender only an Add; outside senders never in an
+// external commit.
+func senderMayPropose(p cached, external bool) error {
+	t := p.proposal.Type
+	switch p.sender.Type {
+	case framing.SenderMember:
+		return nil
+	case framing.SenderNewMemberCommit:
+		if external {
+			return nil
+		}
+	case framing.SenderExternal:
+		if !external && externalSenderAllowed(t) {
+			return nil
+		}
+	case framing.SenderNewMemberProposal:
+		if !external && t == message.ProposalAdd {
+			return nil
+		}
+	}
+	return invalid("proposal type %d from sender type %d", t, p.sender.Type)
+}
+
+func hasReference(c *message.Commit) bool {
+	return slices.ContainsFunc(c.Proposals, func(p message.ProposalOrRef) bool { return p.Type == message.ProposalReference })
 }

@@ -23,6 +23,8 @@ func (g *Group) pskSecret(ids []message.PreSharedKeyID) ([]byte, error) {
 		case message.PSKResumption:
 			if id.Usage == message.UsageApplication && string(id.GroupID) == string(g.gc.GroupID) && g.resume != nil {
 				secret, ok = g.resume[id.Epoch]
+			} else if r := g.predecessor; r != nil && id.Usage == r.usage && string(id.GroupID) == string(r.groupID) && id.Epoch == r.epoch {
+				secret, ok = r.secret, true
 			}
 		}
 		if !ok {

@@ -92,8 +92,10 @@ func (g *Group) memberLeaf(epoch uint64, s framing.Sender) *message.LeafNode {
 }
 
 // open unprotects m and verifies its signature with the sender's leaf key
-// (§6.2, §6.3). Only member senders are supported; allowPast admits
-// messages of retained past epochs.
+// (§6.2, §6.3). Members send anything; outside senders send only
+// PublicMessages of the current epoch: external commits, and proposals of
+// external and new_member_proposal senders (§12.1.8). allowPast admits
+// members' messages of retained past epochs.
 func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.AuthenticatedContent, error) {
 	if m == nil {
 		return nil, invalid("no message")
@@ -128,6 +130,8 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 		case st == framing.SenderMember:
 		case st == framing.SenderNewMemberCommit && epoch == g.gc.Epoch:
 			return g.openExternalCommit(m.Public, v)
+		case (st == framing.SenderExternal || st == framing.SenderNewMemberProposal) && epoch == g.gc.Epoch:
+			return g.openExternalProposal(m.Public, v)
 		default:
 			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, st)
 		}
@@ -173,6 +177,9 @@ func (g *Group) HandleProposal(m *framing.MLSMessage) error {
 func (g *Group) cacheProposal(ac *framing.AuthenticatedContent) error {
 	if ac.Content.ContentType != framing.ContentProposal || ac.Content.Proposal == nil {
 		return invalid("content type %d is not a proposal", ac.Content.ContentType)
+	}
+	if err := checkSelfRemoveReceived(ac); err != nil {
+		return err
 	}
 	ref, err := ac.ProposalRef(g.suite)
 	if err != nil {

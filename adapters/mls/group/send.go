@@ -44,6 +44,9 @@ func (g *Group) ProtectWithAuthenticatedData(data, aad []byte) (*framing.MLSMess
 	if g.Public() {
 		return nil, errPublic
 	}
+	if err := g.ended(); err != nil {
+		return nil, err
+	}
 	c := g.content(framing.ContentApplication)
 	c.Application = data
 	if aad != nil {
@@ -61,6 +64,9 @@ func (g *Group) ProtectWithAuthenticatedData(data, aad []byte) (*framing.MLSMess
 func (g *Group) Propose(p *message.Proposal, wf framing.WireFormat) (*framing.MLSMessage, error) {
 	if g.Public() {
 		return nil, errPublic
+	}
+	if err := g.ended(); err != nil {
+		return nil, err
 	}
 	c := g.content(framing.ContentProposal)
 	c.Proposal = p

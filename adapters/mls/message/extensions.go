@@ -32,6 +32,18 @@ type ExternalSender struct {
 	Credential   Credential
 }
 
+// MarshalMLS writes the ExternalSender.
+func (e *ExternalSender) MarshalMLS(w *codec.Writer) {
+	w.Opaque(e.SignatureKey)
+	e.Credential.MarshalMLS(w)
+}
+
+// UnmarshalMLS reads an ExternalSender.
+func (e *ExternalSender) UnmarshalMLS(r *codec.Reader) {
+	e.SignatureKey = r.Opaque()
+	r.Value(&e.Credential)
+}
+
 // ExternalSenders is the external_senders extension: senders allowed to
 // propose from outside the group, addressed by index.
 type ExternalSenders []ExternalSender
@@ -40,8 +52,7 @@ type ExternalSenders []ExternalSender
 func (e ExternalSenders) MarshalMLS(w *codec.Writer) {
 	w.Vector(func(w *codec.Writer) {
 		for i := range e {
-			w.Opaque(e[i].SignatureKey)
-			e[i].Credential.MarshalMLS(w)
+			e[i].MarshalMLS(w)
 		}
 	})
 }
@@ -51,8 +62,7 @@ func (e *ExternalSenders) UnmarshalMLS(r *codec.Reader) {
 	*e = ExternalSenders{}
 	r.VectorEach(func(s *codec.Reader) {
 		var x ExternalSender
-		x.SignatureKey = s.Opaque()
-		s.Value(&x.Credential)
+		x.UnmarshalMLS(s)
 		*e = append(*e, x)
 	})
 }

@@ -19,6 +19,10 @@ const (
 	ProposalReInit                 ProposalType = 5
 	ProposalExternalInit           ProposalType = 6
 	ProposalGroupContextExtensions ProposalType = 7
+	// ProposalSelfRemove is SelfRemove of draft-ietf-mls-extensions, at
+	// the code point the draft suggests (0x000a); not an RFC 9420 type and
+	// not yet assigned by IANA (COMP-304).
+	ProposalSelfRemove ProposalType = 0x000a
 )
 
 // Add proposes adding the owner of KeyPackage (§12.1.1).
@@ -46,6 +50,16 @@ type ExternalInit struct{ KEMOutput []byte }
 
 // GroupContextExtensions proposes new group context extensions (§12.1.7).
 type GroupContextExtensions struct{ Extensions Extensions }
+
+// SelfRemove proposes removing the proposal's own sender (draft
+// SelfRemove: an empty body; the sender's leaf names the member).
+type SelfRemove struct{}
+
+// MarshalMLS writes the empty SelfRemove body.
+func (*SelfRemove) MarshalMLS(*codec.Writer) {}
+
+// UnmarshalMLS reads the empty SelfRemove body.
+func (*SelfRemove) UnmarshalMLS(*codec.Reader) {}
 
 // MarshalMLS writes the Add body.
 func (p *Add) MarshalMLS(w *codec.Writer) { p.KeyPackage.MarshalMLS(w) }
@@ -109,6 +123,7 @@ type Proposal struct {
 	ReInit                 *ReInit
 	ExternalInit           *ExternalInit
 	GroupContextExtensions *GroupContextExtensions
+	SelfRemove             *SelfRemove
 }
 
 // MarshalMLS writes the Proposal; a Type whose body is nil is an error.
@@ -130,6 +145,8 @@ func (p *Proposal) MarshalMLS(w *codec.Writer) {
 		body = p.ExternalInit
 	case p.Type == ProposalGroupContextExtensions && p.GroupContextExtensions != nil:
 		body = p.GroupContextExtensions
+	case p.Type == ProposalSelfRemove && p.SelfRemove != nil:
+		body = p.SelfRemove
 	default:
 		w.Fail(fmt.Errorf("%w: proposal type %d without its body", ErrUnknownType, p.Type))
 		return
@@ -165,6 +182,8 @@ func (p *Proposal) UnmarshalMLS(r *codec.Reader) {
 	case ProposalGroupContextExtensions:
 		p.GroupContextExtensions = new(GroupContextExtensions)
 		r.Value(p.GroupContextExtensions)
+	case ProposalSelfRemove:
+		p.SelfRemove = new(SelfRemove)
 	default:
 		r.Fail(fmt.Errorf("%w: proposal type %d", ErrUnknownType, p.Type))
 	}
