@@ -224,3 +224,63 @@ func testProposalsDoNotRide(t *testing.T, w *world.World) {
 		})
 	}
 }
+
+// TestCOMP244_ExternalCommitsRefused: inside an external commit a member
+// tries what it may not commit: a resync of its own leaf, and a leaf of an
+// outsider's inbox joined by itself. (A resync whose leaf names another
+// inbox the engine refuses to build; COMP-246 refuses it at every
+// receiver.) Every member refuses any external commit (COMP-180) and
+// records it invalid; the group goes on. Resyncs and recovery joins become
+// the accepted external commits with commit acceptance.
+func TestCOMP244_ExternalCommitsRefused(t *testing.T) {
+	world.Each(t, world.Networked, testExternalCommitsRefused)
+}
+
+func testExternalCommitsRefused(t *testing.T, w *world.World) {
+	alice, bob, outsider := w.Member("alice", world.Config{}), w.Member("bob", world.Config{}), w.Member("outsider", world.Config{})
+	mallory := w.Member("mallory", world.Config{MLS: rogue.Engine})
+	all := []*world.Member{alice, bob, mallory}
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "g", Members: []string{bob.C.InboxID(), mallory.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := g.ID()
+	world.SyncAll(all...)
+	r := rogue.Of(mallory)
+	var seqs []uint64
+	for _, act := range []struct {
+		name   string
+		inbox  string
+		resync bool
+	}{{"a resync of its own leaf", mallory.C.InboxID(), true}, {"a join as an outsider", outsider.C.InboxID(), false}} {
+		before := viewOf(t, alice, id)
+		seq, err := r.ExternalCommit(id, act.inbox, act.resync)
+		if err != nil {
+			t.Fatalf("%s: %v", act.name, err)
+		}
+		world.SyncAll(all...)
+		world.Agree(t, id, alice, bob)
+		for _, m := range []*world.Member{alice, bob} {
+			if !rogue.SameMembers(before, viewOf(t, m, id)) {
+				t.Fatalf("%s took effect at %s", act.name, m.Name)
+			}
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := g.SetName(w.Ctx, "goes on"); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	world.Agree(t, id, alice, bob)
+	// Each refusal is recorded, at the latest once an envelope the member
+	// authenticated follows it (COMP-240): one the engine refused to
+	// process as undecryptable or invalid, one the policy refused as
+	// invalid.
+	for _, m := range []*world.Member{alice, bob} {
+		for _, seq := range seqs {
+			if res := resultOf(t, m, id, seq); res == 0 || res == ports.CommitResultApplied {
+				t.Fatalf("%s recorded %v for the external commit %d, want a refusal", m.Name, res, seq)
+			}
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"slices"
 
+	regroup "github.com/regroup-mls/regroup"
+	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
@@ -239,4 +241,45 @@ func (r Member) ProposeAdd(groupID, installationKey []byte) (uint64, error) {
 	}
 	kp := env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()
 	return r.Propose(groupID, func(ports.GroupView) (ports.ProposalOptions, error) { return ports.ProposalOptions{Add: kp}, nil })
+}
+
+// ExternalCommit joins the group by an external commit built on the
+// group's current GroupInfo, read from the member's own engine, with a
+// leaf whose credential names inbox and whose signature key is the
+// member's installation key; resync also removes the member's own leaf
+// (RFC 9420 §12.4.3.2). It publishes the commit and returns its sequence
+// id.
+func (r Member) ExternalCommit(groupID []byte, inbox string, resync bool) (uint64, error) {
+	ctx := r.W.Ctx
+	reg, err := regroup.ProvideAlgorithms()
+	if err != nil {
+		return 0, err
+	}
+	rec, err := keypackage.Build(ctx, keypackage.BuildOptions{Engine: r.Engine, Wrappers: reg, InboxID: inbox,
+		InstallationKey: r.C.Identity().InstallationKey, Now: r.Clock.Now(), WrapperAlgorithm: ports.WrapperCurve25519})
+	if err != nil {
+		return 0, fmt.Errorf("rogue external commit: key package: %w", err)
+	}
+	var commit []byte
+	err = r.Store.Tx(ctx, func(tx ports.Tx) error {
+		gi, err := r.Engine.GroupInfo(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		out, err := r.Engine.JoinExternal(ctx, tx, gi, ports.ExternalJoinOptions{Resync: resync,
+			KeyPackage: ports.KeyPackageBundle{KeyPackage: rec.KeyPackage, Ref: rec.Ref, InitPrivateKey: rec.InitPrivateKey,
+				EncryptionPrivateKey: rec.EncryptionPrivateKey}})
+		commit = out.Commit
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rogue external commit: %w", err)
+	}
+	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: commit}}
+	seqs, err := r.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		return 0, fmt.Errorf("rogue external commit: publish: %w", err)
+	}
+	return seqs[0], nil
 }
