@@ -56,6 +56,8 @@ type Client struct {
 	// stored cursors and the refusals there (COMP-240).
 	tails readpos.Tracker
 	junk  junkByGroup
+	// fetched are the identity states a pass fetched for checkAdded.
+	fetched fetchedIdentities
 
 	// background are the loops Start runs beside its own.
 	background []background

@@ -86,6 +86,13 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 				return false, nil
 			}
 			out, err := c.processBatch(ctx, groupID, batch, pass, j)
+			if need := (*needIdentity)(nil); errors.As(err, &need) {
+				forget, ferr := c.resolveIdentity(ctx, need)
+				defer forget()
+				if err = ferr; err == nil {
+					out, err = c.processBatch(ctx, groupID, batch, pass, j)
+				}
+			}
 			if err != nil {
 				return true, fmt.Errorf("group %x envelopes %d to %d: %w", groupID, batch[0].seq, batch[len(batch)-1].seq, err)
 			}
@@ -358,6 +365,13 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err == nil {
 		err = policy.Check(policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
 			Proposals: p.Proposals, SequenceID: e.seq}, ch)
+	}
+	if err == nil {
+		err = c.checkAdded(ctx, tx, *p.Staged, ch)
+		var need *needIdentity
+		if errors.As(err, &need) {
+			return err // fetched outside the transaction, then processed again
+		}
 	}
 	if err != nil {
 		// Every member rejects it, this installation's own commit included,

@@ -18,8 +18,10 @@ import (
 // a live group over a
 // regroupd process: a plain member removes another, renames the group,
 // makes itself super admin, adds an outsider, rewrites another inbox's
-// GROUP_MEMBERSHIP entry to 1 and to 2^40 (COMP-247); a super admin
-// empties the super admin list or lists a non-member (COMP-248). After
+// GROUP_MEMBERSHIP entry to 1 and to 2^40 (COMP-247); a super admin adds
+// a leaf under another member's inbox with a key that inbox never
+// associated (GMOD-012, COMP-238), empties the super admin list or lists
+// a non-member (COMP-248). After
 // each, every honest member holds the same epoch authenticator and
 // membership, the change has not taken effect, every honest member
 // recorded the commit as invalid (FORK-002, GMOD-021), and the rogue,
@@ -51,6 +53,9 @@ func testRogueMembers(t *testing.T, w *world.World) {
 		}},
 		{"rewrites an entry to 2^40", false, func(r rogue.Member, id []byte) (uint64, error) {
 			return r.RewriteMembership(id, carol.C.InboxID(), 1<<40)
+		}},
+		{"adds a device under another member's inbox", true, func(r rogue.Member, id []byte) (uint64, error) {
+			return r.AddUnder(id, carol.C.InboxID())
 		}},
 		{"empties the super admin list", true, func(r rogue.Member, id []byte) (uint64, error) { return r.SetSuperAdmins(id) }},
 		{"lists a non-member as super admin", true, func(r rogue.Member, id []byte) (uint64, error) {

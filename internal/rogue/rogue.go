@@ -10,6 +10,8 @@ package rogue
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"slices"
 
@@ -282,4 +284,27 @@ func (r Member) ExternalCommit(groupID []byte, inbox string, resync bool) (uint6
 		return 0, fmt.Errorf("rogue external commit: publish: %w", err)
 	}
 	return seqs[0], nil
+}
+
+// AddUnder adds a leaf whose credential names inbox and whose signature
+// key is a fresh key that inbox never associated: a device placed under
+// another member's identity (GMOD-012).
+func (r Member) AddUnder(groupID []byte, inbox string) (uint64, error) {
+	ctx := r.W.Ctx
+	reg, err := regroup.ProvideAlgorithms()
+	if err != nil {
+		return 0, err
+	}
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return 0, err
+	}
+	rec, err := keypackage.Build(ctx, keypackage.BuildOptions{Engine: r.Engine, Wrappers: reg, InboxID: inbox,
+		InstallationKey: key, Now: r.Clock.Now(), WrapperAlgorithm: ports.WrapperCurve25519})
+	if err != nil {
+		return 0, fmt.Errorf("rogue add: key package: %w", err)
+	}
+	return r.Commit(groupID, func(ports.GroupView) (ports.CommitOptions, error) {
+		return ports.CommitOptions{Add: [][]byte{rec.KeyPackage}}, nil
+	})
 }
