@@ -11,6 +11,7 @@
 #   make lint    gofmt check, go vet, staticcheck
 #   make build   every binary into ./bin
 #   make load    the delivery-service load, fault and replica runs (not part of test)
+#   make attack  the long attack run: every attack, then the fair-share table (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
 #   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
 
@@ -25,7 +26,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test demo examples help bench bench-peers fuzz proto wire lint build load interop tools
+.PHONY: test demo examples help bench bench-peers fuzz proto wire lint build load attack interop tools
 
 test:
 	$(GO) vet ./...
@@ -107,6 +108,15 @@ REPLICAS ?= 3
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
 	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s -replicas $(REPLICAS)
+
+# The long attack run against a regroupd built from this tree, on SQLite
+# and, with REGROUP_POSTGRES_DSN, on PostgreSQL: the earlier attacks with
+# larger sizes, then the fair-share run (each adversary alone and all at
+# once beside honest clients), printing peak RSS against its bound and
+# honest p50/p99 against the unloaded run. Its short form is part of test.
+attack:
+	$(GO) build -o bin/regroupd ./cmd/regroupd
+	$(GO) run ./cmd/regroup-attack -regroupd bin/regroupd -long
 
 # The MLS engine and ts-mls 1.6.4 on the same operations at 10, 100 and
 # 1,000 members, in one run, with the ratio per cell. Needs node and npm

@@ -2,6 +2,7 @@ package grpctransport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -32,7 +33,9 @@ func LimitNames() []string { return append([]string(nil), limitNames...) }
 
 var limitNames = []string{LimitConnections, LimitConnectionsPerIdentity, LimitSubscriptions,
 	LimitSubscriptionsPerConn, LimitSubscriptionsPerIdentity, LimitCursorsPerConn, LimitCursorsPerIdentity,
-	LimitRateConnection, LimitRateIdentity, LimitRateGlobal}
+	LimitRateConnection, LimitRateIdentity, LimitRateGlobal,
+	LimitConnectionsPerAddress, LimitSubscriptionsPerAddress, LimitCursorsPerAddress, LimitCursors,
+	LimitAnonymousSubscriptionsPerAddr, LimitAnonymousCursorsPerAddr, LimitRateAddress, LimitQueuedBytes}
 
 // ServerStats is a snapshot of a [Server]'s gauges and counters, for
 // metrics: every limit refusal, shed slow readers, hidden internal
@@ -107,18 +110,22 @@ type identity struct {
 // registry holds the identities with an authenticated connection or an
 // open subscription; an identity with neither is dropped.
 type registry struct {
-	mu  sync.Mutex
-	ids map[string]*identity
-	// subs counts the server's open subscriptions; mu also guards the
-	// counts kept in each conn and identity.
-	subs int
+	mu    sync.Mutex
+	ids   map[string]*identity
+	addrs map[string]*address
+	// subs and cursors count the server's open subscriptions and the
+	// topics they follow; mu also guards the counts kept in each conn,
+	// identity and address.
+	subs, cursors int
 }
 
 // usage is what one subscription holds, to be given back at its end.
 type usage struct {
-	conn    *conn
-	id      *identity
-	cursors int
+	conn      *conn
+	id        *identity
+	addr      *address
+	anonymous bool
+	cursors   int
 }
 
 // bindIdentity moves connection c to the identity of key, refusing when
@@ -180,6 +187,9 @@ func (s *Server) reserve(c *conn, cursors int) (*usage, error) {
 	case o.MaxCursorsPerConnection > 0 && c.cursors+cursors > o.MaxCursorsPerConnection:
 		return nil, s.refuse(LimitCursorsPerConn, "connection would follow %d topics, limit %d", c.cursors+cursors, o.MaxCursorsPerConnection)
 	}
+	if err := s.reserveAddress(c, cursors); err != nil {
+		return nil, err
+	}
 	id := c.id
 	if id != nil {
 		switch {
@@ -194,8 +204,9 @@ func (s *Server) reserve(c *conn, cursors int) (*usage, error) {
 	r.subs++
 	c.subs++
 	c.cursors += cursors
+	s.countAddress(c.addr, id == nil, cursors, 1)
 	s.meter.subscriptions.Add(1)
-	return &usage{conn: c, id: id, cursors: cursors}, nil
+	return &usage{conn: c, id: id, addr: c.addr, anonymous: id == nil, cursors: cursors}, nil
 }
 
 // free gives back what reserve took.
@@ -211,22 +222,28 @@ func (s *Server) free(u *usage) {
 		u.id.cursors -= u.cursors
 		r.prune(u.id)
 	}
+	s.countAddress(u.addr, u.anonymous, u.cursors, -1)
 	s.meter.subscriptions.Add(-1)
 }
 
 // limiters returns the token buckets a call on c draws from: the
 // connection's, its identity's (when authenticated) and the server's.
-func (s *Server) limiters(c *conn) [3]*rate.Limiter {
+func (s *Server) limiters(c *conn) [4]*rate.Limiter {
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
-	var id *rate.Limiter
+	var id, addr *rate.Limiter
 	if c.id != nil {
 		id = c.id.limiter
 	}
-	return [3]*rate.Limiter{c.limiter, id, s.global}
+	if c.addr != nil {
+		addr = c.addr.limiter
+	}
+	return [4]*rate.Limiter{c.limiter, id, addr, s.global}
 }
 
-var rateLimits = [3]string{LimitRateConnection, LimitRateIdentity, LimitRateGlobal}
+// The global bucket comes last: a call refused by its own connection's,
+// identity's or address's bucket spends nothing of everyone's (COMP-327).
+var rateLimits = [4]string{LimitRateConnection, LimitRateIdentity, LimitRateAddress, LimitRateGlobal}
 
 // charge takes n tokens from every bucket of c now, or refuses the call
 // (and takes none) when one of them has too few (COMP-146).
@@ -239,11 +256,12 @@ func (s *Server) charge(c *conn, n int) error {
 		}
 		r := l.ReserveN(now, min(n, l.Burst()))
 		if !r.OK() || r.DelayFrom(now) > 0 {
+			wait := r.DelayFrom(now)
 			r.CancelAt(now)
 			for _, t := range taken {
 				t.CancelAt(now)
 			}
-			return s.refuse(rateLimits[i], "call costs %d tokens, the %s bucket refills at %.0f per second", n, rateLimits[i], float64(l.Limit()))
+			return &refusedCall{wait: wait, error: s.refuse(rateLimits[i], "call costs %d tokens, the %s bucket refills at %.0f per second", n, rateLimits[i], float64(l.Limit()))}
 		}
 		taken = append(taken, r)
 	}
@@ -307,8 +325,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
+		addr, ok := l.s.admitConnection(addressKey(c.RemoteAddr()))
+		if !ok {
+			c.Close()
+			continue
+		}
 		m.connections.Add(1)
-		cc := &countedConn{Conn: c, s: l.s, key: c.RemoteAddr().String()}
+		cc := &countedConn{Conn: c, s: l.s, key: c.RemoteAddr().String(), addr: addr}
 		l.s.rawMu.Lock()
 		l.s.raws[cc.key] = cc
 		l.s.rawMu.Unlock()
@@ -321,11 +344,21 @@ type countedConn struct {
 	net.Conn
 	s    *Server
 	key  string
+	addr *address
 	once sync.Once
+	// written counts the bytes written to the network (COMP-322).
+	written atomic.Int64
+}
+
+func (c *countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
 }
 
 func (c *countedConn) Close() error {
 	c.once.Do(func() {
+		c.s.dropConnection(c.addr)
 		c.s.meter.connections.Add(-1)
 		c.s.rawMu.Lock()
 		delete(c.s.raws, c.key)
@@ -335,11 +368,48 @@ func (c *countedConn) Close() error {
 }
 
 // raw returns the accepted connection whose peer is remote.
-func (s *Server) raw(remote string) net.Conn {
+func (s *Server) raw(remote string) *countedConn {
 	s.rawMu.Lock()
 	defer s.rawMu.Unlock()
 	if c, ok := s.raws[remote]; ok {
 		return c
 	}
 	return nil
+}
+
+// refusedCall is a refusal by a rate bucket, with how long until the
+// bucket would have had the tokens.
+type refusedCall struct {
+	error
+	wait time.Duration
+}
+
+func (r *refusedCall) Unwrap() error { return r.error }
+
+// maxRefusalDelay bounds how long a refusal is held back.
+const maxRefusalDelay = time.Second
+
+// tarpit holds back the answer to a refused call (COMP-331): until the
+// refusing bucket would have had the tokens (at most a second), or a
+// second for a storage quota. A client that floods with calls it is
+// refused gets answers no faster than its buckets refill, so the refusals
+// cost the server little CPU; an honest client is never refused.
+func (s *Server) tarpit(ctx context.Context, err error) {
+	var d time.Duration
+	var r *refusedCall
+	switch {
+	case errors.As(err, &r):
+		d = r.wait
+	case errors.Is(err, ports.ErrRateLimited):
+		d = maxRefusalDelay
+	default:
+		return
+	}
+	t := time.NewTimer(min(d, maxRefusalDelay))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.closing.Done():
+	}
 }

@@ -16,13 +16,20 @@
 //
 // # Limits
 //
-// Every call draws tokens, by its cost, from three buckets: its
-// connection's, its installation key's and the server's (COMP-146).
-// Subscriptions and the topics they follow are capped per connection, per
-// installation key and for the server; connections per installation key
-// and, through [Server.Listener], for the server; a subscriber that stops
-// taking envelopes has its connection closed (COMP-145). [ServerOptions]
-// documents each limit and [Server.Stats] counts what they refuse.
+// Every call draws tokens, by its cost, from four buckets: its
+// connection's, its installation key's, its source address's and, last,
+// the server's (COMP-146, COMP-327); a refused call is answered when the
+// bucket would have refilled (COMP-331). Subscriptions and the topics
+// they follow are capped per connection, per installation key, per
+// source address (anonymous ones the least) and for the server;
+// connections per installation key and, through [Server.Listener], per
+// address and for the server (COMP-145, COMP-326); a subscriber that
+// stops taking envelopes has its connection closed (COMP-145). Each call
+// names its principals to the service, which shares its read budget
+// between them (COMP-321), and a connection's unwritten responses are
+// bounded and keep their read budget until written (COMP-322).
+// [ServerOptions] documents each limit and [Server.Stats] counts what
+// they refuse.
 //
 // # Errors
 //
@@ -39,8 +46,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -51,6 +58,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/internal/fairshare"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/deliverypb"
 )
@@ -112,6 +120,48 @@ type ServerOptions struct {
 	MaxConnectionIdle time.Duration
 	// MaxMessageBytes bounds one request message; default 16 MiB.
 	MaxMessageBytes int
+	// Per source address (an IPv4 address or an IPv6 /64), over all its
+	// connections, anonymous or not (COMP-326). MaxConnectionsPerAddress
+	// (enforced by [Server.Listener]) defaults to 64,
+	// MaxSubscriptionsPerAddress to 256, MaxCursorsPerAddress to 16384;
+	// the anonymous subscriptions of an address get the smallest share:
+	// AnonymousSubscriptionsPerAddress defaults to 16 and
+	// AnonymousCursorsPerAddress to 1024. Negative disables a limit.
+	MaxConnectionsPerAddress, MaxSubscriptionsPerAddress, MaxCursorsPerAddress int
+	AnonymousSubscriptionsPerAddress, AnonymousCursorsPerAddress               int
+	// MaxCursors bounds the topics all open subscriptions of the server
+	// follow together; default 262144. Negative disables it.
+	MaxCursors int
+	// AddressRatePerSecond is the token rate shared by every connection
+	// from one address; default 2000. Negative disables it.
+	AddressRatePerSecond float64
+	// AddressBurst is that bucket's size; default 4000.
+	AddressBurst int
+	// Read-budget shares (COMP-321): the bytes of the service's read
+	// budget the reads and queued responses of one connection, one
+	// installation key, one address, and the anonymous connections of one
+	// address may hold together. Defaults 16, 32, 64 and 16 MiB, each
+	// raised by the service to at least one page; negative disables one.
+	ConnectionReadShare, IdentityReadShare, AddressReadShare, AnonymousReadShare int64
+	// MaxQueuedBytesPerConnection bounds the response bytes a connection
+	// may have queued and not yet written before its next read waits
+	// (COMP-322); default 4 MiB. ResponseProgressTimeout closes a
+	// connection whose queued responses wrote nothing for that long while
+	// a read waited; default SlowReaderTimeout.
+	MaxQueuedBytesPerConnection int64
+	ResponseProgressTimeout     time.Duration
+	// MaxReadsPerConnection bounds the Query and QueryNewest calls of one
+	// connection that read at once; default 4.
+	MaxReadsPerConnection int
+	// InitialWindowSize and InitialConnWindowSize are the HTTP/2 receive
+	// windows per stream and per connection (fixed, so gRPC's automatic
+	// window growth cannot buffer more); defaults 64 KiB and 1 MiB.
+	InitialWindowSize, InitialConnWindowSize int32
+	// KeyPackageCost is the extra tokens one published key package costs
+	// for its admission checks; default 16. SignatureCost is the extra
+	// tokens of an identity update or a commit-log entry, whose
+	// signatures admission verifies; default 4. Negative charges nothing.
+	KeyPackageCost, SignatureCost int
 	// Logger receives connection and error events, and the details of
 	// every failure a client sees only as "unavailable"; default
 	// slog.Default().
@@ -163,6 +213,40 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
+	pos(&r.MaxConnectionsPerAddress, 64)
+	pos(&r.MaxSubscriptionsPerAddress, 256)
+	pos(&r.MaxCursorsPerAddress, 16384)
+	pos(&r.AnonymousSubscriptionsPerAddress, 16)
+	pos(&r.AnonymousCursorsPerAddress, 1024)
+	pos(&r.MaxCursors, 262144)
+	pos(&r.KeyPackageCost, 16)
+	pos(&r.SignatureCost, 4)
+	pos(&r.MaxReadsPerConnection, 4)
+	rate(&r.AddressRatePerSecond, 2000)
+	if r.AddressBurst <= 0 {
+		r.AddressBurst = 4000
+	}
+	share := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	share(&r.ConnectionReadShare, 16<<20)
+	share(&r.IdentityReadShare, 32<<20)
+	share(&r.AddressReadShare, 64<<20)
+	share(&r.AnonymousReadShare, 16<<20)
+	if r.MaxQueuedBytesPerConnection <= 0 {
+		r.MaxQueuedBytesPerConnection = 4 << 20
+	}
+	if r.ResponseProgressTimeout <= 0 {
+		r.ResponseProgressTimeout = r.SlowReaderTimeout
+	}
+	if r.InitialWindowSize <= 0 {
+		r.InitialWindowSize = 64 << 10
+	}
+	if r.InitialConnWindowSize <= 0 {
+		r.InitialConnWindowSize = 1 << 20
+	}
 	return r
 }
 
@@ -176,7 +260,12 @@ type Server struct {
 	reg    registry
 	meter  *meter
 	rawMu  sync.Mutex
-	raws   map[string]net.Conn
+	raws   map[string]*countedConn
+	// outConns are the connections with responses queued and not yet
+	// written (COMP-322); connSeq numbers connections.
+	outMu    sync.Mutex
+	outConns map[*conn]struct{}
+	connSeq  atomic.Uint64
 	// undecodable notes the requests the codec could not decode.
 	undecodable sync.Map
 
@@ -188,9 +277,11 @@ type Server struct {
 // NewServer returns a server for svc.
 func NewServer(svc ports.DeliveryService, opts *ServerOptions) *Server {
 	o := opts.withDefaults()
-	s := &Server{svc: svc, opts: o, meter: newMeter(), reg: registry{ids: map[string]*identity{}}, raws: map[string]net.Conn{},
-		global: newLimiter(o.GlobalRatePerSecond, o.GlobalBurst)}
+	s := &Server{svc: svc, opts: o, meter: newMeter(), reg: registry{ids: map[string]*identity{}, addrs: map[string]*address{}}, raws: map[string]*countedConn{},
+		outConns: map[*conn]struct{}{},
+		global:   newLimiter(o.GlobalRatePerSecond, o.GlobalBurst)}
 	s.closing, s.stop = context.WithCancel(context.Background())
+	go s.settleLoop()
 	return s
 }
 
@@ -206,6 +297,11 @@ func (s *Server) GRPCServer(extra ...grpc.ServerOption) *grpc.Server {
 		grpc.StreamInterceptor(s.stream),
 		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(s.opts.MaxStreamsPerConnection),
+		// COMP-322: fixed receive windows, so a peer cannot make the
+		// server buffer more than these per stream and per connection.
+		grpc.InitialWindowSize(s.opts.InitialWindowSize),
+		grpc.InitialConnWindowSize(s.opts.InitialConnWindowSize),
+		grpc.MaxHeaderListSize(64 << 10),
 		// Clients ping idle connections (a subscription may be silent for
 		// hours); allow that, and drop peers that stop answering.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
@@ -235,9 +331,14 @@ type conn struct {
 
 	// raw is the network connection (nil when the server is not served
 	// on [Server.Listener]); closing it sheds a slow reader.
-	raw net.Conn
+	raw *countedConn
+	// seq names the connection as a read-budget principal.
+	seq   uint64
+	out   outbound
+	reads chan struct{} // one token per unary read in progress
 
 	// Guarded by the server's registry lock.
+	addr          *address
 	id            *identity
 	subs, cursors int
 }
@@ -254,9 +355,17 @@ type connKey struct{}
 type connTagger struct{ s *Server }
 
 func (t connTagger) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	c := &conn{limiter: newLimiter(t.s.opts.RatePerSecond, t.s.opts.Burst)}
+	c := &conn{limiter: newLimiter(t.s.opts.RatePerSecond, t.s.opts.Burst), seq: t.s.connSeq.Add(1),
+		reads: make(chan struct{}, t.s.opts.MaxReadsPerConnection)}
 	if info != nil && info.RemoteAddr != nil {
 		c.raw = t.s.raw(info.RemoteAddr.String())
+		t.s.reg.mu.Lock()
+		if c.raw != nil {
+			c.addr = c.raw.addr
+		} else {
+			c.addr = t.s.addressFor(addressKey(info.RemoteAddr))
+		}
+		t.s.reg.mu.Unlock()
 	}
 	return context.WithValue(ctx, connKey{}, c)
 }
@@ -265,6 +374,7 @@ func (t connTagger) HandleConn(ctx context.Context, st stats.ConnStats) {
 	if _, end := st.(*stats.ConnEnd); end {
 		if c, ok := ctx.Value(connKey{}).(*conn); ok {
 			t.s.unbind(c)
+			t.s.closeOutbound(c)
 		}
 	}
 }
@@ -287,6 +397,7 @@ func (s *Server) admit(ctx context.Context) error {
 		return err
 	}
 	if err := s.charge(c, 1); err != nil {
+		s.tarpit(ctx, err)
 		return s.status(ctx, err)
 	}
 	return nil
@@ -298,7 +409,7 @@ func (s *Server) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return nil, err
 	}
 	start := time.Now()
-	resp, err := h(ctx, req)
+	resp, err := h(s.withPrincipals(ctx), req)
 	if err != nil {
 		s.opts.Logger.Debug("call failed", "method", info.FullMethod, "code", status.Code(err).String(),
 			"err", err, "duration", time.Since(start))
@@ -310,7 +421,7 @@ func (s *Server) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerIn
 	if err := s.admit(ss.Context()); err != nil {
 		return err
 	}
-	return h(srv, ss)
+	return h(srv, principalStream{ServerStream: ss, ctx: s.withPrincipals(ss.Context())})
 }
 
 // Challenge implements deliverypb.DeliveryServer.
@@ -374,12 +485,23 @@ func (s *Server) Publish(ctx context.Context, req *deliverypb.PublishRequest) (*
 	}
 	caller := c.getCaller()
 	if caller.Authenticated() { // an anonymous publish is refused for free
-		if err := s.charge(c, cost(len(req.GetEnvelopes()), proto.Size(req))); err != nil {
+		n := cost(len(req.GetEnvelopes()), proto.Size(req))
+		for _, e := range req.GetEnvelopes() {
+			switch {
+			case e.GetKeyPackage() != nil:
+				n += max(s.opts.KeyPackageCost, 0) // its admission checks cost CPU
+			case e.GetIdentityUpdate() != nil, e.GetSealedCommitLogEntry() != nil:
+				n += max(s.opts.SignatureCost, 0)
+			}
+		}
+		if err := s.charge(c, n); err != nil {
+			s.tarpit(ctx, err)
 			return nil, s.status(ctx, err)
 		}
 	}
 	ids, err := s.svc.Publish(ctx, caller, req.GetEnvelopes())
 	if err != nil {
+		s.tarpit(ctx, err) // a storage quota
 		return nil, s.status(ctx, err)
 	}
 	return &deliverypb.PublishResponse{SequenceIds: ids}, nil
@@ -392,22 +514,51 @@ func (s *Server) Query(ctx context.Context, req *deliverypb.QueryRequest) (*deli
 	if err != nil {
 		return nil, err
 	}
-	envs, err := s.svc.Query(ctx, c.getCaller(), req.GetTopic(), req.GetAfter(), int(min(req.GetLimit(), 1<<30)))
+	done, err := s.beginRead(ctx, c)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
+	defer done()
+	ho := new(fairshare.Handoff)
+	envs, err := s.svc.Query(fairshare.WithHandoff(ctx, ho), c.getCaller(), req.GetTopic(), req.GetAfter(), int(min(req.GetLimit(), 1<<30)))
+	if err != nil {
+		s.queue(ctx, c, 0, ho) // gives back anything handed over
+		return nil, s.status(ctx, err)
+	}
 	resp := &deliverypb.QueryResponse{Envelopes: envs}
-	s.debit(c, cost(len(envs), proto.Size(resp)))
+	size := proto.Size(resp)
+	s.debit(c, cost(len(envs), size))
+	if err := s.queue(ctx, c, size, ho); err != nil {
+		return nil, s.status(ctx, err)
+	}
 	return resp, nil
 }
 
 // QueryNewest implements deliverypb.DeliveryServer.
 func (s *Server) QueryNewest(ctx context.Context, req *deliverypb.QueryNewestRequest) (*deliverypb.QueryNewestResponse, error) {
-	e, err := s.svc.QueryNewest(ctx, callerOf(ctx), req.GetTopic())
+	c, err := connOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	done, err := s.beginRead(ctx, c)
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	return &deliverypb.QueryNewestResponse{Envelope: e}, nil
+	defer done()
+	ho := new(fairshare.Handoff)
+	e, err := s.svc.QueryNewest(fairshare.WithHandoff(ctx, ho), c.getCaller(), req.GetTopic())
+	if err != nil {
+		s.queue(ctx, c, 0, ho)
+		return nil, s.status(ctx, err)
+	}
+	// COMP-323: charged by the bytes it moved, like a Query.
+	resp := &deliverypb.QueryNewestResponse{Envelope: e}
+	size := proto.Size(resp)
+	s.debit(c, cost(1, size))
+	if err := s.queue(ctx, c, size, ho); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return resp, nil
 }
 
 // HighestSequenceId implements deliverypb.DeliveryServer.

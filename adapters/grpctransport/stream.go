@@ -100,6 +100,9 @@ const (
 // several per message when sub holds them already.
 func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse], sending *atomic.Int64) error {
 	for {
+		if err := s.awaitRoom(ctx, c); err != nil {
+			return s.status(ctx, err)
+		}
 		e, err := sub.Next(ctx)
 		if err != nil {
 			if s.closing.Err() != nil {
@@ -125,6 +128,9 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 		}
 		if err := s.wait(ctx, c, cost(len(msg.Envelopes), size)); err != nil {
 			return nil // ctx ended while waiting for tokens
+		}
+		if err := s.queue(ctx, c, proto.Size(msg), nil); err != nil {
+			return nil // ctx ended while waiting for read budget
 		}
 		sending.Store(time.Now().UnixNano())
 		err = stream.Send(msg)

@@ -21,6 +21,7 @@ import (
 type daemon struct {
 	cmd    *exec.Cmd
 	addr   string
+	extra  []string // the -extra-listen addresses, as logged
 	exited chan error
 	drop   func()
 }
@@ -69,22 +70,28 @@ func (tg target) start(name string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cmd: cmd, exited: make(chan error, 1), drop: drop}
-	ready := make(chan string, 1)
+	ready := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var extra []string
 		for sc.Scan() {
 			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "regroupd also listening" {
+				addr, _ := line["grpc_addr"].(string)
+				extra = append(extra, addr)
+			}
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "regroupd listening" {
 				addr, _ := line["grpc_addr"].(string)
-				ready <- addr
+				ready <- append([]string{addr}, extra...)
 			}
 		}
 		io.Copy(io.Discard, stderr)
 	}()
 	go func() { d.exited <- cmd.Wait() }()
 	select {
-	case d.addr = <-ready:
+	case addrs := <-ready:
+		d.addr, d.extra = addrs[0], addrs[1:]
 		return d, nil
 	case err := <-d.exited:
 		drop()

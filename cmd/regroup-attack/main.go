@@ -22,11 +22,22 @@
 //  9. one-identity: one key over 40 connections gets at most 16
 //     subscriptions.
 //
+// Then the fair-share run (fair.go): regroupd with its default limits,
+// honest clients on [::1] beside adversaries on 127.0.0.1 — subscribers
+// that never read, zero-window HTTP/2 connections, connection and
+// subscription hoarding, QueryNewest floods, identity-update replays,
+// Welcome storage floods — each alone and all at once (only all at once
+// in the short run). Per adversary it prints the server's peak RSS
+// against the read budget plus a per-connection allowance, and the honest
+// clients' p50/p99 against the same server before the adversary started;
+// it fails when an honest call fails, the RSS passes its bound or the
+// honest p99 passes 3× the unloaded one.
+//
 // Each attack starts its own regroupd (settings as REGROUPD_* variables,
 // which an older regroupd ignores, so the same run shows what an older
 // build does). It exits non-zero when a bound is exceeded.
 //
-//	regroup-attack -regroupd ./bin/regroupd [-long] [-only slow-subscribers,...]
+//	regroup-attack -regroupd ./bin/regroupd [-long] [-only slow-subscribers,...,fair-share]
 package main
 
 import (
@@ -69,10 +80,17 @@ var attacks = []struct {
 	{"one-identity", oneIdentity},
 }
 
-// settings are the regroupd settings every attack runs with: the
-// defaults, but a slow-reader timeout that fits a short run.
+// settings are the regroupd settings every attack of this list runs
+// with: the defaults, but a slow-reader timeout that fits a short run,
+// and without the per-address limits and storage quotas, which would
+// refuse these single-client attacks before they reach the bound each
+// measures (the fair-share run, fair.go, measures those limits).
 func settings(sz sizes) map[string]string {
-	return map[string]string{"REGROUPD_SLOW_READER_TIMEOUT": (sz.watch / 3).String()}
+	return map[string]string{"REGROUPD_SLOW_READER_TIMEOUT": (sz.watch / 3).String(),
+		"REGROUPD_MAX_CONNECTIONS_PER_ADDRESS": "-1", "REGROUPD_MAX_SUBSCRIPTIONS_PER_ADDRESS": "-1",
+		"REGROUPD_MAX_CURSORS_PER_ADDRESS": "-1", "REGROUPD_ANONYMOUS_SUBSCRIPTIONS_PER_ADDRESS": "-1",
+		"REGROUPD_ANONYMOUS_CURSORS_PER_ADDRESS": "-1", "REGROUPD_ADDRESS_RATE": "-1",
+		"REGROUPD_QUOTA_WELCOMES_MIB": "0", "REGROUPD_QUOTA_GROUP_MESSAGES_MIB": "0", "REGROUPD_SIGNATURE_COST": "-1"}
 }
 
 // runAll runs the attacks named in only (all when empty) against bin on
@@ -136,7 +154,20 @@ func main() {
 		}
 		fmt.Printf("%-8s %d %-21s %s\n         bound: %s — %s\n", db, o.finding, o.name, o.measured, o.bound, verdict)
 	})
+	if len(only) == 0 || only["fair-share"] {
+		fsz := fairShort
+		if *longRun {
+			fsz = fairLong
+		}
+		for _, db := range dbs {
+			tg := target{bin: *bin, db: db, dsn: os.Getenv("REGROUP_POSTGRES_DSN"), dir: dir}
+			for _, r := range runFair(context.Background(), tg, fsz, *longRun, printFair) {
+				failed = failed || !r.ok()
+			}
+		}
+	}
 	if failed {
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 }

@@ -55,6 +55,8 @@ type config struct {
 
 	LogFormat string
 	LogLevel  string
+
+	Fair fairConfig // limits.go
 }
 
 func (c config) postgres() bool {
@@ -158,7 +160,7 @@ func parseConfig(args []string) (config, error) {
 	integer(&c.MaxEnvelopeBytes, "max-envelope-bytes", "REGROUPD_MAX_ENVELOPE_BYTES", 1<<20, "largest accepted envelope")
 	integer(&c.MaxBatch, "max-batch", "REGROUPD_MAX_BATCH", 256, "most envelopes in one publish")
 	duration(&retention[0], "retention-group-messages", "REGROUPD_RETENTION_GROUP_MESSAGES", 0, "how long group messages are kept, 0 forever")
-	duration(&retention[1], "retention-welcomes", "REGROUPD_RETENTION_WELCOMES", 0, "how long welcomes are kept, 0 forever")
+	duration(&retention[1], "retention-welcomes", "REGROUPD_RETENTION_WELCOMES", 30*24*time.Hour, "how long welcomes are kept (COMP-325), 0 forever")
 	duration(&retention[2], "retention-identity-updates", "REGROUPD_RETENTION_IDENTITY_UPDATES", 0, "how long identity updates are kept, 0 forever")
 	duration(&retention[3], "retention-key-packages", "REGROUPD_RETENTION_KEY_PACKAGES", 0, "how long key packages are kept, 0 forever")
 	duration(&c.SweepInterval, "retention-sweep-interval", "REGROUPD_RETENTION_SWEEP_INTERVAL", time.Minute, "how often expired envelopes are deleted")
@@ -190,6 +192,10 @@ func parseConfig(args []string) (config, error) {
 	duration(&c.MaxConnectionIdle, "max-connection-idle", "REGROUPD_MAX_CONNECTION_IDLE", 5*time.Minute, "close a connection with no call in flight for this long")
 	str(&c.LogFormat, "log-format", "REGROUPD_LOG_FORMAT", "json", "json or text")
 	str(&c.LogLevel, "log-level", "REGROUPD_LOG_LEVEL", "info", "debug, info, warn or error")
+	fairErr := c.Fair.register(fs)
+	if err == nil {
+		err = *fairErr
+	}
 	if err != nil {
 		return c, err
 	}
@@ -211,6 +217,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.MaxStreamsPerConnection <= 0 || c.MaxCursorsPerSubscription <= 0 || c.MaxPageBytes <= 0 || budgetMiB <= 0 {
 		return c, fmt.Errorf("-max-streams-per-connection, -max-cursors, -max-page-bytes and -read-budget-mib must be positive")
+	}
+	if err := c.Fair.check(c.ReadBudgetBytes); err != nil {
+		return c, err
 	}
 	if fs.NArg() != 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

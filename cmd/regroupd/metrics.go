@@ -111,5 +111,6 @@ func (s *server) newRegistry() *prometheus.Registry {
 		func() float64 { return float64(stats().DecodeFailures) })
 	counter("hidden_errors_total", "Failures answered with a bare unavailable, their details logged.", nil,
 		func() float64 { return float64(stats().HiddenErrors) })
+	s.registerFairMetrics(reg) // limits.go
 	return reg
 }

@@ -41,6 +41,9 @@ type server struct {
 	wg       sync.WaitGroup
 	timeout  time.Duration
 	metrics  *metrics
+	// healthIdle and extra: see limits.go.
+	healthIdle time.Duration
+	extra      []string
 }
 
 func openStore(ctx context.Context, cfg config, hooks deliverydb.Hooks) (*deliverydb.Store, error) {
@@ -66,7 +69,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			return nil, err
 		}
 	}
-	s.svc = delivery.New(store, &delivery.Options{
+	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
 		KeyPackageValidator: kpv,
 		Clock:               clock.System{},
 		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,
@@ -77,8 +80,8 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		ReadBudgetBytes:     cfg.ReadBudgetBytes,
 		MaxCursors:          cfg.MaxCursorsPerSubscription,
 		Observer:            m,
-	})
-	s.rpc = grpctransport.NewServer(s.svc, &grpctransport.ServerOptions{
+	}))
+	s.rpc = grpctransport.NewServer(s.svc, cfg.Fair.server(&grpctransport.ServerOptions{
 		RatePerSecond: cfg.RatePerSecond, Burst: cfg.Burst,
 		IdentityRatePerSecond: cfg.IdentityRate, IdentityBurst: cfg.IdentityBurst,
 		GlobalRatePerSecond: cfg.GlobalRate, GlobalBurst: cfg.GlobalBurst,
@@ -89,7 +92,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		MaxCursorsPerConnection:     cfg.MaxCursorsPerConnection, MaxCursorsPerIdentity: cfg.MaxCursorsPerIdentity,
 		SlowReaderTimeout: cfg.SlowReaderTimeout, MaxConnectionIdle: cfg.MaxConnectionIdle,
 		Logger: log, MaxMessageBytes: max(16<<20, cfg.MaxEnvelopeBytes*2),
-	})
+	}))
 	var extra []grpc.ServerOption
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
@@ -132,6 +135,11 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			}
 		}()
 	}
+	if err := s.listenExtra(cfg.Fair.ExtraListen); err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.healthIdle = cfg.Fair.HealthIdleTimeout
 	if cfg.HealthListen != "" {
 		if err := s.startHealth(cfg.HealthListen, cfg.Pprof); err != nil {
 			s.stop()
@@ -184,7 +192,7 @@ func (s *server) startHealth(addr string, pprof bool) error {
 		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
 	}
-	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s.health = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: s.healthIdle}
 	s.healthLn = ln
 	s.wg.Add(1)
 	go func() {

@@ -7,11 +7,13 @@ import (
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/regroup-mls/regroup/internal/edkey"
 )
 
 // BatchVerifier checks many signatures with one multi-scalar
 // multiplication (curve25519-voi) and accepts exactly what crypto/ed25519
-// accepts.
+// accepts under a key internal/edkey accepts (COMP-320).
 //
 // # Cofactor rule
 //
@@ -135,7 +137,7 @@ func (v *BatchVerifier) key(pub []byte) *batchKey {
 		clear(v.keys)
 	}
 	k := &batchKey{}
-	if torsionFreeCanonical(pub) {
+	if torsionFreeCanonical(pub) && edkey.Usable(pub) { // COMP-320: the identity is torsion-free but proves nothing
 		if xp, err := voi.NewExpandedPublicKey(voi.PublicKey(pub)); err == nil {
 			k.expanded, k.ok = xp, true
 		}

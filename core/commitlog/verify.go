@@ -2,6 +2,8 @@ package commitlog
 
 import (
 	"crypto/ed25519"
+
+	"github.com/regroup-mls/regroup/internal/edkey"
 )
 
 // SignatureCheck is one Ed25519 verification: Ed25519ctx for the publish
@@ -15,9 +17,10 @@ type SignatureCheck struct {
 }
 
 // Verifier checks signatures. VerifyAll returns, for each check, exactly
-// what crypto/ed25519.VerifyWithOptions accepts; an implementation may
-// check many at once but must never accept a signature crypto/ed25519
-// rejects, nor reject one it accepts.
+// what crypto/ed25519.VerifyWithOptions accepts under a key
+// internal/edkey accepts (never under a small-order or non-canonical key,
+// COMP-320); an implementation may check many at once but must never
+// accept a signature that rule rejects, nor reject one it accepts.
 type Verifier interface {
 	VerifyAll(checks []SignatureCheck) []bool
 }
@@ -35,7 +38,7 @@ func (SingleVerifier) VerifyAll(checks []SignatureCheck) []bool {
 }
 
 func verifyOne(c SignatureCheck) bool {
-	if len(c.PublicKey) != ed25519.PublicKeySize {
+	if !edkey.Usable(c.PublicKey) { // COMP-320: small-order and non-canonical keys prove nothing
 		return false
 	}
 	return ed25519.VerifyWithOptions(ed25519.PublicKey(c.PublicKey), c.Message, c.Signature, c.Options) == nil

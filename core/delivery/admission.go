@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/core/identity"
+	"github.com/regroup-mls/regroup/internal/edkey"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/apipb"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -72,7 +73,7 @@ func PublishTBS(topic, nonce, ciphertext []byte) ([]byte, error) {
 // CommitLogEntryTBS on topic, under the 32-byte commit_log_id it carries
 // (API-230, API-300).
 func VerifyPublishSignature(topic []byte, entry *backendpb.SealedCommitLogEntry) bool {
-	if len(entry.GetCommitLogId()) != ed25519.PublicKeySize || len(entry.GetSignature()) != ed25519.SignatureSize {
+	if !edkey.Usable(entry.GetCommitLogId()) || len(entry.GetSignature()) != ed25519.SignatureSize {
 		return false
 	}
 	tbs, err := PublishTBS(topic, entry.GetNonce(), entry.GetCiphertext())

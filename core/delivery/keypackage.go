@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/internal/edkey"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -48,6 +49,9 @@ func (a *KeyPackageAdmission) ValidateKeyPackage(ctx context.Context, installati
 	v, err := a.Parser.ValidateKeyPackage(ctx, kp, ports.ValidateOptions{})
 	if err != nil {
 		return fmt.Errorf("does not validate: %v", err)
+	}
+	if err := edkey.Check(v.SignatureKey); err != nil {
+		return fmt.Errorf("leaf signature key: %v", err) // COMP-320
 	}
 	if !bytes.Equal(v.SignatureKey, installationKey) {
 		return errors.New("leaf signature key is not the installation key the topic names")

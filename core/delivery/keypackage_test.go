@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"strings"
@@ -120,8 +121,15 @@ func TestKeyPackageAdmission_ParseAndLeafKey(t *testing.T) {
 	if err := bad.ValidateKeyPackage(context.Background(), ones(32), []byte{1}); err == nil || !strings.Contains(err.Error(), "bad signature") {
 		t.Fatalf("invalid package: %v", err)
 	}
-	other := &KeyPackageAdmission{Parser: &fakeParser{v: ports.ValidatedKeyPackage{SignatureKey: make([]byte, 32), InitKey: ones(32)}}, Wrappers: reg}
+	otherKey, _, _ := ed25519.GenerateKey(nil)
+	other := &KeyPackageAdmission{Parser: &fakeParser{v: ports.ValidatedKeyPackage{SignatureKey: otherKey, InitKey: ones(32)}}, Wrappers: reg}
 	if err := other.ValidateKeyPackage(context.Background(), ones(32), []byte{1}); err == nil || !strings.Contains(err.Error(), "installation key") {
 		t.Fatalf("another installation's package: %v", err)
+	}
+	// COMP-320: a leaf key of small order is refused, even on its own topic.
+	identity := append([]byte{1}, make([]byte, 31)...)
+	weak := &KeyPackageAdmission{Parser: &fakeParser{v: ports.ValidatedKeyPackage{SignatureKey: identity, InitKey: ones(32)}}, Wrappers: reg}
+	if err := weak.ValidateKeyPackage(context.Background(), identity, []byte{1}); err == nil || !strings.Contains(err.Error(), "small order") {
+		t.Fatalf("small-order leaf key: %v", err)
 	}
 }

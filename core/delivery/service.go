@@ -26,7 +26,11 @@
 // page at a time when its reader asks for an envelope (COMP-140); pages
 // are capped in rows and in stored bytes by the store as it reads
 // (COMP-141), and every page a read holds counts against one read budget
-// (Options.ReadBudgetBytes). Every publish wakes its topics' subscribers,
+// (Options.ReadBudgetBytes), shared between the principals the transport
+// names for each call (COMP-321). Identity updates and key packages, like
+// commit-log entries, are stored once per topic (COMP-324), and each
+// installation's stored bytes per topic kind are bounded by quotas
+// (COMP-325). Every publish wakes its topics' subscribers,
 // whatever the store answered (COMP-142). A sealed commit-log entry is
 // stored once per topic (COMP-144).
 //
@@ -57,6 +61,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/internal/edkey"
+	"github.com/regroup-mls/regroup/internal/fairshare"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -110,6 +116,12 @@ type Options struct {
 	// Observer, when set, receives every publish, refusal and delivery
 	// (metrics).
 	Observer Observer
+	// Quotas bound the bytes one installation key stores per topic kind
+	// and window (COMP-325); nil selects [DefaultQuotas], a kind missing
+	// from a non-nil map or with Bytes <= 0 has none. A publish beyond a
+	// quota fails with an error wrapping [ErrQuotaExceeded] and
+	// [ports.ErrRateLimited].
+	Quotas map[ports.TopicKind]Quota
 }
 
 func (o *Options) withDefaults() Options {
@@ -130,6 +142,9 @@ func (o *Options) withDefaults() Options {
 	def(&r.MaxCursors, 1024)
 	if r.Observer == nil {
 		r.Observer = noObserver{}
+	}
+	if r.Quotas == nil {
+		r.Quotas = DefaultQuotas()
 	}
 	if r.ReadBudgetBytes <= 0 {
 		r.ReadBudgetBytes = 256 << 20
@@ -154,7 +169,8 @@ type Service struct {
 	store  ports.EnvelopeStore
 	opts   Options
 	hub    *hub
-	budget *readBudget
+	budget *fairshare.Budget
+	quotas *quotas
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -163,7 +179,8 @@ var _ ports.DeliveryService = (*Service)(nil)
 // ownership of store and closes it after the service's last use.
 func New(store ports.EnvelopeStore, opts *Options) *Service {
 	o := opts.withDefaults()
-	return &Service{store: store, opts: o, hub: newHub(), budget: newReadBudget(o.ReadBudgetBytes)}
+	return &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
+		quotas: newQuotas(o.Quotas)}
 }
 
 // Publish admits every envelope and stores the batch atomically; it
@@ -230,6 +247,13 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 			DedupKey:          dedupKey(kind, env),
 		}
 	}
+	stored := map[ports.TopicKind]int64{}
+	for _, r := range rows {
+		stored[ports.TopicKind(r.Topic[0])] += int64(len(r.Envelope))
+	}
+	if err := s.quotas.take(caller.InstallationKey, stored, now); err != nil {
+		return nil, nil, &refusal{reason: RefusedQuota, kind: kinds[0], err: err}
+	}
 	ids, err := s.store.Append(ctx, rows)
 	// COMP-142: wake the topics' subscribers whatever Append returned. It
 	// returns only after its transaction ended, and a failure (a caller
@@ -289,12 +313,15 @@ func (s *Service) Query(ctx context.Context, caller ports.Caller, topic []byte, 
 	if limit <= 0 {
 		limit = s.opts.DefaultPageSize
 	}
-	page, _, got, err := s.readPage(ctx, topic, after, limit)
+	hold := s.newHold(ctx)
+	page, _, _, err := s.readPage(ctx, hold, topic, after, limit)
 	if err != nil {
+		hold.Close()
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	// The page is handed to the caller; its budget covered the read.
-	s.budget.release(got)
+	// The page is the caller's now: a transport that sends it keeps its
+	// budget until it has been written (COMP-322), others let it go.
+	fairshare.Keep(ctx, hold)
 	return page, nil
 }
 
@@ -311,16 +338,17 @@ func checkCursor(after uint64) error {
 // readPage reads up to limit envelopes of topic after the cursor, capped
 // at MaxPageSize rows and MaxPageBytes stored bytes, under the read
 // budget: it returns the page, each envelope's stored size, and the
-// budget it holds for them (their total), which the caller releases.
-func (s *Service) readPage(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, []int64, int64, error) {
+// budget it added to hold for them (their total), which the caller
+// releases.
+func (s *Service) readPage(ctx context.Context, hold *fairshare.Hold, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, []int64, int64, error) {
 	limit = min(limit, s.opts.MaxPageSize)
 	grant := int64(s.opts.pageGrant())
-	if err := s.budget.acquire(ctx, grant); err != nil {
+	if err := hold.Grow(ctx, grant); err != nil {
 		return nil, nil, 0, fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
 	}
 	rows, err := s.store.Range(ctx, topic, after, limit, s.opts.MaxPageBytes)
 	if err != nil {
-		s.budget.release(grant)
+		hold.Release(grant)
 		return nil, nil, 0, err
 	}
 	var got int64
@@ -331,18 +359,18 @@ func (s *Service) readPage(ctx context.Context, topic []byte, after uint64, limi
 	}
 	if got > grant {
 		// Envelopes stored under a larger size limit than today's.
-		if err := s.budget.acquire(ctx, got-grant); err != nil {
-			s.budget.release(grant)
+		if err := hold.Grow(ctx, got-grant); err != nil {
+			hold.Release(grant)
 			return nil, nil, 0, fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
 		}
 	} else {
-		s.budget.release(grant - got)
+		hold.Release(grant - got)
 	}
 	out := make([]*backendpb.OriginatorEnvelope, 0, len(rows))
 	for _, r := range rows {
 		e, err := decodeStored(r)
 		if err != nil {
-			s.budget.release(got)
+			hold.Release(got)
 			return nil, nil, 0, err
 		}
 		out = append(out, e)
@@ -375,11 +403,29 @@ func (s *Service) QueryNewest(ctx context.Context, caller ports.Caller, topic []
 	if _, err := checkRead(caller, topic); err != nil {
 		return nil, fmt.Errorf("query newest: %w", err)
 	}
+	// COMP-323: the envelope read counts against the read budget like a
+	// Query page, so a flood of QueryNewest waits on its own share.
+	hold := s.newHold(ctx)
+	grant := int64(s.opts.pageGrant())
+	if err := hold.Grow(ctx, grant); err != nil {
+		hold.Close()
+		return nil, fmt.Errorf("query newest: %w: waiting for read budget: %w", ports.ErrUnavailable, err)
+	}
 	r, err := s.store.Newest(ctx, topic)
 	if err != nil {
+		hold.Close()
 		return nil, fmt.Errorf("query newest: %w", err)
 	}
-	return decodeStored(r)
+	if n := int64(len(r.Envelope)); n < grant {
+		hold.Release(grant - n)
+	}
+	e, err := decodeStored(r)
+	if err != nil {
+		hold.Close()
+		return nil, err
+	}
+	fairshare.Keep(ctx, hold)
+	return e, nil
 }
 
 // HighestSequenceID returns the highest sequence id ever assigned on
@@ -402,8 +448,9 @@ func (s *Service) Authenticate(_ context.Context, challenge, installationKey, si
 	if len(challenge) < 16 {
 		return ports.Caller{}, fmt.Errorf("authenticate: %w: challenge shorter than 16 bytes", ports.ErrUnauthenticated)
 	}
-	if len(installationKey) != ed25519.PublicKeySize {
-		return ports.Caller{}, fmt.Errorf("authenticate: %w: installation key is %d bytes, want 32", ports.ErrUnauthenticated, len(installationKey))
+	if err := edkey.Check(installationKey); err != nil {
+		// COMP-320: a small-order key verifies signatures nobody made.
+		return ports.Caller{}, fmt.Errorf("authenticate: %w: installation key: %v", ports.ErrUnauthenticated, err)
 	}
 	err := ed25519.VerifyWithOptions(ed25519.PublicKey(installationKey), challenge, signature,
 		&ed25519.Options{Context: ports.AuthContext})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/regroup-mls/regroup/internal/fairshare"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -91,7 +92,7 @@ type subscription struct {
 	buf      []*backendpb.OriginatorEnvelope
 	sizes    []int64
 	bufTopic int
-	held     int64 // read-budget bytes held for buf and the last envelope handed out
+	hold     *fairshare.Hold // read budget held for buf and the last envelope handed out
 	lastSize int64
 	failed   error
 	pollAt   time.Time
@@ -135,6 +136,9 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 		sub.cursors = append(sub.cursors, c.After)
 	}
 	sub.ctx, sub.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	// COMP-321: the pages this subscription holds count against the
+	// shares of the principals it was opened by.
+	sub.hold = s.newHold(ctx)
 	// Register before the first read so that no commit between the read
 	// and the registration goes unnoticed; every topic starts woken (its
 	// backlog).
@@ -292,11 +296,10 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(sub.ctx, cancel)()
-	page, sizes, got, err := sub.svc.readPage(rctx, []byte(sub.topics[i]), sub.cursors[i], sub.svc.opts.MaxPageSize)
+	page, sizes, got, err := sub.svc.readPage(rctx, sub.hold, []byte(sub.topics[i]), sub.cursors[i], sub.svc.opts.MaxPageSize)
 	if err != nil {
 		return err
 	}
-	sub.held += got
 	sub.buf, sub.sizes, sub.bufTopic = page, sizes, i
 	if sub.svc.mayContinue(len(page), got) {
 		sub.mark(sub.topics[i])
@@ -306,8 +309,7 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 
 func (sub *subscription) release(n int64) {
 	if n > 0 {
-		sub.held -= n
-		sub.svc.budget.release(n)
+		sub.hold.Release(n)
 	}
 }
 
@@ -334,7 +336,7 @@ func (sub *subscription) end(err error) {
 	sub.svc.hub.remove(sub, sub.topics)
 	sub.nextMu.Lock()
 	defer sub.nextMu.Unlock()
-	sub.release(sub.held)
+	sub.hold.Close()
 	sub.buf, sub.sizes, sub.lastSize = nil, nil, 0
 }
 

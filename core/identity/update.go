@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/regroup-mls/regroup/internal/edkey"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/identitypb"
 )
@@ -89,7 +90,7 @@ func sign(priv ed25519.PrivateKey, msg []byte) ([]byte, error) {
 }
 
 func verify(pub, msg, sig []byte) bool {
-	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+	if len(sig) != ed25519.SignatureSize || !edkey.Usable(pub) { // COMP-320: small-order and non-canonical keys prove nothing
 		return false
 	}
 	return ed25519.VerifyWithOptions(pub, msg, sig, &ed25519.Options{Context: UpdateContext}) == nil

@@ -21,6 +21,7 @@ package sdk
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -39,6 +40,7 @@ func Serve(impls ...any) {
 		fmt.Fprintln(os.Stderr, "regroup plugin:", err)
 		os.Exit(2)
 	}
+	go watchHost(250*time.Millisecond, func() { os.Exit(3) }) // COMP-330
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  protocol.Handshake,
 		VersionedPlugins: protocol.PluginSets(srv),
