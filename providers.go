@@ -59,9 +59,15 @@ type IdentityConfig struct {
 
 // EmbeddedConfig configures [NewEmbedded].
 type EmbeddedConfig struct {
-	// Dir holds the client's SQLite file, client.db, and, when Service is
-	// nil, the delivery service's, delivery.db. It is created if missing.
+	// Dir holds the client's SQLite file, client.db (unless Store is
+	// set), and, when Service is nil, the delivery service's,
+	// delivery.db. It is created if missing.
 	Dir string
+	// Store, when set, is the client's store: any [ports.Store] that
+	// passes ports/storetest (the application's own database, a
+	// decorator). The injector neither opens, locks nor closes it: one
+	// store must serve one running client (see [ErrStoreInUse]).
+	Store ports.Store
 	// Service is a delivery service several embedded clients share (see
 	// [OpenEmbeddedService]); nil opens one in Dir for this client alone.
 	Service  *delivery.Service
@@ -76,8 +82,18 @@ type EmbeddedConfig struct {
 type NetworkedConfig struct {
 	// Server is the regroupd gRPC address, host:port.
 	Server string
+	// Servers, when set instead of Server, are the addresses of regroupd
+	// replicas sharing one database; calls are spread over them and go
+	// around one that cannot be reached (grpctransport.DialReplicas).
+	Servers []string
 	// TLS secures the connection; nil connects in plaintext, for loopback.
 	TLS *tls.Config
+	// Transport, when set, is used instead of dialling Server or
+	// Servers; the injector does not close it.
+	Transport ports.Transport
+	// Store, when set, is the client's store, as in [EmbeddedConfig]:
+	// the injector neither opens, locks nor closes it.
+	Store ports.Store
 	// PostgresDSN, when set, keeps the client's state in PostgreSQL (in
 	// PostgresSchema when that is set); otherwise SQLitePath names the
 	// client's SQLite file.
@@ -105,26 +121,50 @@ func ProvideAlgorithms() (*algorithm.Registry, error) {
 	return algorithm.New(hpkewrap.NewCurve25519(), pqwrap.NewXWing(), aead.ChaCha20Poly1305{})
 }
 
-// OpenSQLiteStore opens (creating it if missing) the client's SQLite
-// store at path.
+// OpenSQLiteStore opens (creating it and its directory if missing,
+// owner-only: mode 0600 and 0700) the client's SQLite store at path, and holds the store's
+// exclusive lock until the returned cleanup runs: while it is open, a
+// second open of path, in this process or another, fails with an error
+// wrapping [ErrStoreInUse].
 func OpenSQLiteStore(ctx context.Context, path string) (ports.Store, func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, fmt.Errorf("store directory: %w", err)
 	}
-	s, err := sqlite.Open(ctx, path, &sqlite.Options{})
+	release, err := lockSQLiteStore(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, func() { _ = s.Close() }, nil
+	// The store holds private keys: created owner-only (SQLite gives its
+	// -wal and -shm files the database file's mode).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	_ = f.Close()
+	s, err := sqlite.Open(ctx, path, &sqlite.Options{})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close(); release() }, nil
 }
 
-// OpenPostgresStore opens the client's PostgreSQL store.
+// OpenPostgresStore opens the client's PostgreSQL store and holds its
+// exclusive lock (an advisory lock on a connection of its own) until the
+// returned cleanup runs; a second open of the same schema fails with an
+// error wrapping [ErrStoreInUse].
 func OpenPostgresStore(ctx context.Context, dsn, schema string) (ports.Store, func(), error) {
 	s, err := postgres.Open(ctx, &postgres.Options{DSN: dsn, Schema: schema})
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, func() { _ = s.Close() }, nil
+	release, err := lockPostgresStore(ctx, dsn, schema)
+	if err != nil {
+		_ = s.Close()
+		return nil, nil, err
+	}
+	return s, func() { _ = s.Close(); release() }, nil
 }
 
 // ProvideInstallation loads the store's identity, or stores a new one as
@@ -179,6 +219,9 @@ func OpenEmbeddedService(ctx context.Context, path string, clk ports.Clock) (*de
 func ProvideEmbeddedService(ctx context.Context, cfg EmbeddedConfig, clk ports.Clock) (*delivery.Service, func(), error) {
 	if cfg.Service != nil {
 		return cfg.Service, func() {}, nil
+	}
+	if cfg.Dir == "" {
+		return nil, nil, errors.New("embedded client: Service or Dir is required")
 	}
 	return OpenEmbeddedService(ctx, filepath.Join(cfg.Dir, "delivery.db"), clk)
 }
@@ -235,25 +278,41 @@ func embeddedClock(cfg EmbeddedConfig) ports.Clock   { return ProvideClock(cfg.C
 func networkedClock(cfg NetworkedConfig) ports.Clock { return ProvideClock(cfg.Clock) }
 
 func embeddedStore(ctx context.Context, cfg EmbeddedConfig) (ports.Store, func(), error) {
+	if cfg.Store != nil {
+		return cfg.Store, func() {}, nil
+	}
 	if cfg.Dir == "" {
-		return nil, nil, errors.New("embedded client: Dir is required")
+		return nil, nil, errors.New("embedded client: Dir or Store is required")
 	}
 	return OpenSQLiteStore(ctx, filepath.Join(cfg.Dir, "client.db"))
 }
 
 func networkedStore(ctx context.Context, cfg NetworkedConfig) (ports.Store, func(), error) {
 	switch {
+	case cfg.Store != nil:
+		return cfg.Store, func() {}, nil
 	case cfg.PostgresDSN != "":
 		return OpenPostgresStore(ctx, cfg.PostgresDSN, cfg.PostgresSchema)
 	case cfg.SQLitePath != "":
 		return OpenSQLiteStore(ctx, cfg.SQLitePath)
 	}
-	return nil, nil, errors.New("networked client: PostgresDSN or SQLitePath is required")
+	return nil, nil, errors.New("networked client: Store, PostgresDSN or SQLitePath is required")
 }
 
 func networkedTransport(cfg NetworkedConfig, in identity.Installation) (ports.Transport, func(), error) {
-	if cfg.Server == "" {
-		return nil, nil, errors.New("networked client: Server is required")
+	switch {
+	case cfg.Transport != nil:
+		return cfg.Transport, func() {}, nil
+	case len(cfg.Servers) > 0 && cfg.Server != "":
+		return nil, nil, errors.New("networked client: set Server or Servers, not both")
+	case len(cfg.Servers) > 0:
+		c, err := grpctransport.DialReplicas(cfg.Servers, &grpctransport.ClientOptions{InstallationKey: in.InstallationKey, TLS: cfg.TLS})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { _ = c.Close() }, nil
+	case cfg.Server == "":
+		return nil, nil, errors.New("networked client: Server, Servers or Transport is required")
 	}
 	return DialTransport(cfg.Server, cfg.TLS, in)
 }

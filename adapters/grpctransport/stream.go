@@ -106,7 +106,7 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 		e, err := sub.Next(ctx)
 		if err != nil {
 			if s.closing.Err() != nil {
-				return s.status(ctx, fmt.Errorf("%w: server shutting down", ports.ErrUnavailable))
+				return s.status(ctx, exposed{fmt.Errorf("%w: server shutting down", ports.ErrUnavailable)}) // an answer, not a failure to log
 			}
 			if stream.Context().Err() != nil || ctx.Err() != nil {
 				return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -32,6 +33,12 @@ type opts struct {
 	home, server string
 	json         bool
 	timeout      time.Duration
+	// TLS flags override the home's saved way to reach regroupd (dial.go)
+	tls                optBool
+	caFile, serverName string
+	// recovery flags override the home's saved policy (recovery.go)
+	recover                 string
+	respond, repairDiverged optBool
 	// command flags
 	limit int
 	fault string
@@ -47,6 +54,9 @@ type env struct {
 	args []string
 	s    *session
 	out  *output
+	// failed is the session whose opening failed, closed, kept for the
+	// explanation of the error.
+	failed *session
 	// stdoutTerm and stderrTerm report terminals, for the progress bar.
 	stdoutTerm, stderrTerm bool
 }
@@ -73,7 +83,7 @@ func init() {
 		{name: "group list", summary: "sync, then list conversations: id, type, name, epoch, fork state, consent", run: cmdGroupList},
 		{name: "group info", args: "CONVERSATION", summary: "a conversation's metadata, members, epoch and fork state", run: cmdGroupInfo},
 		{name: "dm", args: "INBOX", summary: "open (or create) the DM with INBOX and print its id", run: cmdDM},
-		{name: "send", args: "CONVERSATION TEXT...", summary: "sync, then send TEXT; allows the conversation", run: cmdSend},
+		{name: "send", args: "CONVERSATION [TEXT...]", summary: "sync, then send TEXT (without TEXT, or with -, the message is read from standard input); allows the conversation", run: cmdSend},
 		{name: "read", args: "CONVERSATION", summary: "sync, then print the messages; allows the conversation",
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.IntVar(&o.limit, "limit", 0, "print only the last `N` messages (0: all)")
@@ -86,6 +96,9 @@ func init() {
 		{name: "fork-status", args: "[CONVERSATION]", summary: "fork state, maybe_forked and its reason, last shared commit (local state)", run: cmdForkStatus},
 		{name: "log", args: "CONVERSATION", summary: "local and accepted remote commit-log entries side by side, the diverging row marked (local state)", run: cmdLog},
 		{name: "welcomes", summary: "held and rejected Welcomes, with reasons and deadlines (local state)", run: cmdWelcomes},
+		{name: "move", summary: "point this home at another regroupd (--server, --tls, --ca-file, --server-name) that holds its inbox, and save it; " +
+			"also saves --recover, --respond and --repair-diverged", run: cmdMove},
+		{name: "version", summary: "print regroup's version, revision and Go version (also --version)"},
 		{name: "help", args: "[COMMAND]", summary: "this help"},
 	}
 }
@@ -97,8 +110,12 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "regroup: %v\n", err)
 		return exitUsage
 	}
-	if cmd.name == "help" {
+	switch cmd.name {
+	case "help":
 		return runHelp(rest, stdout, stderr)
+	case "version":
+		printVersion(stdout)
+		return exitOK
 	}
 	e := &env{o: opts{timeout: time.Minute}}
 	e.args, err = parseLine(cmd, rest, &e.o)
@@ -107,16 +124,28 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "regroup %s: %v\nusage: regroup %s %s\n", cmd.name, err, cmd.name, cmd.args)
+		fmt.Fprintf(stderr, "regroup %s: %s\nusage: regroup %s %s\n", cmd.name, escape(err.Error(), true), cmd.name, cmd.args)
+		if e.o.json {
+			emitError(stdout, cmd.name, exitUsage, err.Error())
+		}
 		return exitUsage
 	}
 	e.out = &output{w: stdout, json: e.o.json}
 	e.stdoutTerm, e.stderrTerm = isTerminalWriter(stdout), isTerminalWriter(stderr)
+	sig := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.o.timeout)
 	defer cancel()
-	err = runCommand(ctx, cmd, e, stderr)
+	err = interrupted(sig, runCommand(ctx, cmd, e, stderr))
 	if err != nil {
-		fmt.Fprintf(stderr, "regroup %s: %v\n", cmd.name, explain(err, e.s, e.o))
+		s := e.s
+		if s == nil {
+			s = e.failed
+		}
+		msg := explain(ctx, err, s, e.o)
+		fmt.Fprintf(stderr, "regroup %s: %s\n", cmd.name, escape(msg, true))
+		if e.o.json {
+			emitError(stdout, cmd.name, exitCode(err), msg)
+		}
 	}
 	return exitCode(err)
 }
@@ -131,14 +160,16 @@ func runCommand(ctx context.Context, cmd command, e *env, stderr io.Writer) erro
 	if cmd.init {
 		return cmd.run(ctx, e)
 	}
-	e.s, err = openSession(ctx, openOptions{home: home, server: e.o.server})
+	warn := func(format string, a ...any) {
+		fmt.Fprintf(stderr, "regroup %s: warning: %s\n", cmd.name, escape(fmt.Sprintf(format, a...), true))
+	}
+	s, err := openSession(ctx, openOptions{home: home, server: e.o.server, flags: e.o, warn: warn})
 	if err != nil {
+		e.failed = s
 		return err
 	}
+	e.s = s
 	defer e.s.Close()
-	e.s.warn = func(format string, a ...any) {
-		fmt.Fprintf(stderr, "regroup %s: warning: "+format+"\n", append([]any{cmd.name}, a...)...)
-	}
 	if cmd.name != "export-recovery-key" {
 		warnLegacyRecoveryKey(e.s)
 	}
@@ -176,10 +207,12 @@ func leadingFlags(args []string) (lead, rest []string) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "--" && args[0] != "-" {
 		n := 1
 		switch name := strings.TrimLeft(args[0], "-"); name {
-		case "home", "server", "timeout":
+		case "home", "server", "timeout", "recover", "ca-file", "server-name":
 			n = 2
 		case "h", "help":
 			return lead, append([]string{"help"}, args[1:]...)
+		case "version":
+			return lead, append([]string{"version"}, args[1:]...)
 		}
 		n = min(n, len(args))
 		lead, args = append(lead, args[:n]...), args[n:]
@@ -192,9 +225,14 @@ func newFlagSet(cmd command, o *opts) *flag.FlagSet {
 	fs := flag.NewFlagSet("regroup "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.home, "home", "", "the `DIR` holding this user's installation (default $"+homeEnv+", else ~/.regroup)")
-	fs.StringVar(&o.server, "server", "", "regroupd gRPC `ADDR`ess, host:port (default: the one saved by init; init's default "+defaultServer+")")
+	fs.Var((*serverFlag)(&o.server), "server", "regroupd gRPC `ADDR`ess, host:port; repeated or comma-separated for replicas sharing one database "+
+		"(default: the one saved by init; init's default "+defaultServer+")")
+	fs.Var(&o.tls, "tls", "reach regroupd over TLS (default: as saved by init, else plain text)")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM `FILE` of the authority that signed regroupd's certificate (implies --tls; default: the system's)")
+	fs.StringVar(&o.serverName, "server-name", "", "the `NAME` regroupd's certificate must hold (implies --tls; default: the address's host)")
 	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "give up after this `duration`")
+	addRecoveryFlags(fs, o)
 	if cmd.flags != nil {
 		cmd.flags(fs, o)
 	}
@@ -269,6 +307,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.Is(err, errUsage):
 		return exitUsage
+	case errors.Is(err, errBusy):
+		return exitBusy
+	case errors.Is(err, errInterrupted):
+		return exitInterrupted
 	case errors.Is(err, errNoIdentity), errors.Is(err, errNotFound), errors.Is(err, ports.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, ports.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
@@ -278,19 +320,19 @@ func exitCode(err error) int {
 }
 
 // explain adds to err what the user can do next, when the error class
-// says it.
-func explain(err error, s *session, o opts) string {
+// says it; for a regroupd that could not be used it finds out why.
+func explain(ctx context.Context, err error, s *session, o opts) string {
 	msg := err.Error()
-	if errors.Is(err, ports.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, ports.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ports.ErrUnauthenticated) {
 		msg, _, _ = strings.Cut(msg, "\n") // the same failure, once per topic
-		server := o.server
+		server, tc := o.server, (*tls.Config)(nil)
 		if s != nil {
-			server = s.server
+			server, tc = s.server, s.tlsConfig
 		}
 		if server == "" {
-			server = "the saved server"
+			return msg + "\nregroupd at the saved server is not reachable: start it (`go run ./cmd/regroupd`), or pass --server ADDR"
 		}
-		msg += fmt.Sprintf("\nregroupd at %s is not reachable: start it (`go run ./cmd/regroupd`), or pass --server ADDR", server)
+		msg += "\nregroupd at " + strings.ReplaceAll(diagnose(ctx, server, tc, err), "\n", "\nregroupd at ")
 	}
 	return msg
 }
@@ -315,6 +357,6 @@ func (o *output) emit(v any, text func(w io.Writer)) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	}
-	text(o.w)
+	text(termWriter{o.w})
 	return nil
 }

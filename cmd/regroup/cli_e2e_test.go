@@ -199,7 +199,8 @@ func TestCLIEndToEnd(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"send", "crew"}, exitUsage, "usage: regroup send CONVERSATION TEXT..."},
+		{[]string{"send", "crew"}, exitUsage, "no message: give TEXT, or pipe it"}, // standard input is empty
+		{[]string{"send"}, exitUsage, "usage: regroup send CONVERSATION [TEXT...]"},
 		{[]string{"frob"}, exitUsage, "regroup help"},
 		{[]string{"read", "nosuch"}, exitNotFound, "regroup group list"},
 		{[]string{"group", "create", "typo", "zz"}, exitUsage, "not an inbox id"},

@@ -33,7 +33,8 @@ func TestParseLine(t *testing.T) {
 		{"a command's own flag", read, []string{"team", "--limit", "3"}, []string{"team"}, opts{limit: 3}, false},
 		{"an unknown flag is a usage error", send, []string{"team", "--frob", "hi"}, nil, opts{}, true},
 		{"another command's flag is unknown here", send, []string{"team", "--limit", "3", "hi"}, nil, opts{}, true},
-		{"too few arguments", send, []string{"team"}, nil, opts{}, true},
+		{"too few arguments", send, []string{"--json"}, nil, opts{}, true},
+		{"send's TEXT is optional (standard input)", send, []string{"team"}, []string{"team"}, opts{}, false},
 		{"too many arguments", read, []string{"team", "extra"}, nil, opts{}, true},
 	} {
 		var o opts
@@ -221,8 +222,8 @@ func TestHelpListsEveryCommandAndExitCode(t *testing.T) {
 			t.Errorf("help does not list %q", c.name)
 		}
 	}
-	for code := exitOK; code <= exitUnavailable; code++ {
-		if !strings.Contains(b.String(), fmt.Sprintf("\n  %d  ", code)) {
+	for _, code := range []int{exitOK, exitFailure, exitUsage, exitNotFound, exitUnavailable, exitBusy, exitInterrupted} {
+		if !strings.Contains(b.String(), fmt.Sprintf("\n  %d  ", code)) && !strings.Contains(b.String(), fmt.Sprintf("\n  %d ", code)) {
 			t.Errorf("help does not explain exit code %d", code)
 		}
 	}

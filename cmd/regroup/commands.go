@@ -96,6 +96,9 @@ func (s *session) checkInboxes(ctx context.Context, ids []string) error {
 }
 
 func cmdGroupCreate(ctx context.Context, e *env) error {
+	if err := checkGroupName(e.args[0]); err != nil {
+		return err
+	}
 	if err := e.s.checkInboxes(ctx, e.args[1:]); err != nil {
 		return err
 	}
@@ -157,6 +160,9 @@ func cmdGroupRemove(ctx context.Context, e *env) error {
 }
 
 func cmdGroupRename(ctx context.Context, e *env) error {
+	if err := checkGroupName(e.args[1]); err != nil {
+		return err
+	}
 	return membershipChange(ctx, e, "renamed", func(cv *client.Conversation) error { return cv.SetName(ctx, e.args[1]) })
 }
 
@@ -184,7 +190,7 @@ func cmdGroupList(ctx context.Context, e *env) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTYPE\tNAME\tEPOCH\tACTIVE\tCONSENT\tFORK STATE")
 		for i, v := range out {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\t%s\n", short(v.ID), v.Type, all[i].label(e.s.c.InboxID()), v.Epoch, v.Active, v.Consent, v.ForkState)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%v\t%s\t%s\n", short(v.ID), v.Type, clean(all[i].label(e.s.c.InboxID())), v.Epoch, v.Active, v.Consent, v.ForkState)
 		}
 		tw.Flush()
 	})
@@ -229,19 +235,19 @@ func cmdGroupInfo(ctx context.Context, e *env) error {
 		}
 	}
 	return e.out.emit(v, func(w io.Writer) {
-		fmt.Fprintf(w, "%s %s  %q\n", v.Type, v.ID, v.Name)
+		fmt.Fprintf(w, "%s %s  %q\n", v.Type, v.ID, clean(v.Name))
 		fmt.Fprintf(w, "epoch %d (authenticator %s…), active %v, consent %s, fork state %s, cursor %d\n",
 			v.Epoch, hexShort(c.info.EpochAuthenticator), v.Active, v.Consent, v.ForkState, v.Cursor)
 		if v.Creator != "" {
-			fmt.Fprintf(w, "creator      %s\n", v.Creator)
+			fmt.Fprintf(w, "creator      %s\n", clean(v.Creator))
 		}
-		fmt.Fprintf(w, "super admins %s\nadmins       %s\nmembers:\n", strings.Join(v.SuperAdmins, " "), strings.Join(v.Admins, " "))
+		fmt.Fprintf(w, "super admins %s\nadmins       %s\nmembers:\n", clean(strings.Join(v.SuperAdmins, " ")), clean(strings.Join(v.Admins, " ")))
 		for _, m := range v.Members {
 			me := ""
 			if m.InstallationKey == hex.EncodeToString(e.s.c.InstallationKey()) {
 				me = "  (this installation)"
 			}
-			fmt.Fprintf(w, "  leaf %-3d %s  installation %s…%s\n", m.LeafIndex, m.InboxID, m.InstallationKey[:16], me)
+			fmt.Fprintf(w, "  leaf %-3d %s  installation %s…%s\n", m.LeafIndex, clean(m.InboxID), m.InstallationKey[:16], me)
 		}
 	})
 }
@@ -295,17 +301,22 @@ type sendJSON struct {
 }
 
 func cmdSend(ctx context.Context, e *env) error {
+	text, err := messageText(e.args[1:]) // before anything is synced or allowed
+	if err != nil {
+		return err
+	}
 	c, err := e.open(ctx)
 	if err != nil {
 		return err
 	}
-	text := strings.Join(e.args[1:], " ")
 	seq, err := c.cv.Send(ctx, []byte(text))
 	if err != nil {
 		return err
 	}
 	v := sendJSON{Conversation: hex.EncodeToString(c.info.ID), Seq: seq}
-	return e.out.emit(v, func(w io.Writer) { fmt.Fprintf(w, "sent to %s as sequence id %d\n", c.label(e.s.c.InboxID()), seq) })
+	return e.out.emit(v, func(w io.Writer) {
+		fmt.Fprintf(w, "sent to %s as sequence id %d\n", clean(c.label(e.s.c.InboxID())), seq)
+	})
 }
 
 // messageJSON is a message in read's --json output.
@@ -316,7 +327,12 @@ type messageJSON struct {
 	Own    bool      `json:"own"`
 	SentAt time.Time `json:"sent_at"`
 	Epoch  uint64    `json:"epoch"`
-	Text   string    `json:"text"`
+	// Text is the message as text: exact when the sender's bytes are
+	// UTF-8, with U+FFFD for each byte that is not otherwise.
+	Text string `json:"text"`
+	// Content is the application message's exact bytes (base64 in
+	// JSON); absent for updates.
+	Content []byte `json:"content_base64,omitempty"`
 }
 
 func cmdRead(ctx context.Context, e *env) error {
@@ -337,11 +353,11 @@ func cmdRead(ctx context.Context, e *env) error {
 	}
 	return e.out.emit(out, func(w io.Writer) {
 		for _, m := range out {
-			who := short(m.Sender)
+			who := clean(short(m.Sender))
 			if m.Own || m.Sender == e.s.c.InboxID() { // a commit's update is not Own; it is still mine
 				who = "me"
 			}
-			fmt.Fprintf(w, "%s  %-16s  %s\n", m.SentAt.Local().Format("15:04:05"), who, m.Text)
+			fmt.Fprintf(w, "%s  %-16s  %s\n", m.SentAt.Local().Format("15:04:05"), who, clean(m.Text))
 		}
 		if len(out) == 0 {
 			fmt.Fprintln(w, "no messages yet")
@@ -355,7 +371,7 @@ func messageOf(m ports.Message) messageJSON {
 	v := messageJSON{Seq: m.SequenceID, Sender: m.SenderInbox, Own: m.Own, SentAt: m.SentAt, Epoch: m.Epoch}
 	switch m.Kind {
 	case ports.MessageApplication:
-		v.Kind, v.Text = "text", string(m.Content)
+		v.Kind, v.Text, v.Content = "text", string(m.Content), m.Content
 	case ports.MessageGroupUpdated:
 		v.Kind, v.Text = "update", describeUpdate(m.Content)
 	default:

@@ -88,7 +88,7 @@ func pick(all []conv, ref, self string) (conv, error) {
 		case len(found) > 1:
 			var ids []string
 			for _, c := range found {
-				ids = append(ids, fmt.Sprintf("%x (%s)", c.info.ID[:8], c.label(self)))
+				ids = append(ids, fmt.Sprintf("%x (%s)", c.info.ID[:8], clean(c.label(self))))
 			}
 			return conv{}, usagef("%q names %d conversations: %s; give more of the id", ref, len(found), strings.Join(ids, ", "))
 		}

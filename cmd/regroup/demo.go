@@ -120,12 +120,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // demoRun runs the demo of cfg and returns its exit code.
 func demoRun(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) int {
+	sig := ctx
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 	out := newDemoOutput(cfg, stdout)
 	sc := &demoScenario{cfg: cfg, out: out}
 	err := sc.run(ctx)
 	sc.close()
+	if sig.Err() != nil {
+		fmt.Fprintln(stderr, "regroup demo: interrupted")
+		return exitInterrupted
+	}
 	out.finish(err)
 	if err != nil {
 		fmt.Fprintf(stderr, "regroup demo: %v\n", err)

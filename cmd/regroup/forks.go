@@ -30,6 +30,11 @@ type forkJSON struct {
 	// FORK-030).
 	LogRead bool   `json:"commit_log_read"`
 	Hint    string `json:"hint,omitempty"`
+	// Repair says what will repair a forked conversation, and when,
+	// under the recovery policy in effect (empty when not forked).
+	Repair string `json:"repair,omitempty"`
+	// ReaddRequested reports this installation's readd request as out.
+	ReaddRequested bool `json:"readd_requested"`
 }
 
 func cmdForkStatus(ctx context.Context, e *env) error {
@@ -67,7 +72,7 @@ func cmdForkStatus(ctx context.Context, e *env) error {
 			if v.MaybeForked {
 				mf = "yes: " + v.MaybeForkedReason
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", short(v.ID), v.Name, v.State, mf, v.SharedCommit, v.NewestLocal, v.Consent)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", short(v.ID), clean(v.Name), v.State, clean(mf), v.SharedCommit, v.NewestLocal, v.Consent)
 		}
 		tw.Flush()
 		for _, v := range out {
@@ -93,11 +98,17 @@ func (s *session) forkStatus(ctx context.Context, c conv) (forkJSON, error) {
 	v := forkJSON{ID: hex.EncodeToString(c.info.ID), Name: c.label(s.c.InboxID()), State: st.State.String(), MaybeForked: st.MaybeForked,
 		MaybeForkedReason: st.MaybeForkedReason, SharedCommit: cmp.Shared, NewestLocal: cmp.NewestLocal,
 		Consent: consentString(c.info.Consent), LogRead: c.info.Consent == ports.ConsentAllowed}
+	readd, err := s.ownReadd(ctx, c.info.ID)
+	if err != nil {
+		return forkJSON{}, err
+	}
+	v.ReaddRequested = readd.Requested
+	v.Repair = s.recovery.repairOutlook(st.State, readd, v.LogRead)
 	switch {
 	case !v.LogRead:
 		v.Hint = "the commit log is read only for allowed conversations; `regroup read` allows this one"
 	case st.State == ports.ForkForked:
-		v.Hint = "forked: this installation asked the group's super admins to readd it; `regroup sync` again once one of them has synced"
+		v.Hint = "forked; repair: " + v.Repair
 	case st.State == ports.ForkUnknown && cmp.Shared == 0:
 		v.Hint = "unknown until a commit of this membership is in both logs"
 	case st.State == ports.ForkUnknown:
@@ -172,7 +183,7 @@ func cmdLog(ctx context.Context, e *env) error {
 	}
 	v := logJSON{Conversation: hex.EncodeToString(c.info.ID), ForkState: st.State.String(), Membership: g.Membership, Rows: logRows(local, remote)}
 	return e.out.emit(v, func(w io.Writer) {
-		fmt.Fprintf(w, "commit log of %s (%s): fork state %s\n", short(v.Conversation), c.label(e.s.c.InboxID()), v.ForkState)
+		fmt.Fprintf(w, "commit log of %s (%s): fork state %s\n", short(v.Conversation), clean(c.label(e.s.c.InboxID())), v.ForkState)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "COMMIT\tLOCAL RESULT\tEPOCH\tAUTHENTICATOR\t│\tREMOTE RESULT\tEPOCH\tAUTHENTICATOR\tAUTHOR\t")
 		for _, r := range v.Rows {
@@ -321,11 +332,11 @@ func printWelcomes(w io.Writer, v welcomesJSON) {
 		if h.Deadline != nil {
 			deadline = "deadline " + h.Deadline.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(w, "  welcome %d  group %s  %s, %d attempt(s): %s\n", h.Seq, shortOr(h.Group), deadline, h.Attempts, h.Reason)
+		fmt.Fprintf(w, "  welcome %d  group %s  %s, %d attempt(s): %s\n", h.Seq, shortOr(h.Group), deadline, h.Attempts, clean(h.Reason))
 	}
 	fmt.Fprintf(w, "rejected Welcomes: %d\n", len(v.Rejected))
 	for _, r := range v.Rejected {
-		fmt.Fprintf(w, "  welcome %d  group %s  %s  %s: %s\n", r.Seq, shortOr(r.Group), r.RejectedAt.Local().Format(time.DateTime), r.Rule, r.Reason)
+		fmt.Fprintf(w, "  welcome %d  group %s  %s  %s: %s\n", r.Seq, shortOr(r.Group), r.RejectedAt.Local().Format(time.DateTime), clean(r.Rule), clean(r.Reason))
 	}
 }
 

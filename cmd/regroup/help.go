@@ -30,9 +30,18 @@ Commands:
 const helpExitCodes = `
 Flags every command takes (before or after its arguments):
   --home DIR       this user's installation (default $REGROUP_HOME, else ~/.regroup)
-  --server ADDR    regroupd's gRPC address (default: the one init saved; init: 127.0.0.1:5050)
-  --json           print JSON with stable field names, for scripts
+  --server ADDR    regroupd's gRPC address (default: the one init saved; init: 127.0.0.1:5050);
+                   repeat it, or separate with commas, for replicas sharing one database
+  --tls            reach regroupd over TLS (init saves it, with the two below)
+  --ca-file FILE   PEM certificate of the authority that signed regroupd's (implies --tls)
+  --server-name N  the name regroupd's certificate holds, when not the address's host
+  --recover MODE   all (default) or none: ask to be readded to conversations found forked
+  --respond        answer others' readd requests (default true; --respond=false)
+  --repair-diverged  accept a readder's Welcome for a fork whose epoch secrets diverged
+                   (default true); init saves these three as the home's policy
+  --json           print JSON with stable field names, for scripts (docs/cli-json.md)
   --timeout D      give up after D (default 1m)
+  --version        print the version
 Put -- before a message that starts with "-".
 
 Exit codes:
@@ -41,11 +50,29 @@ Exit codes:
   2  usage: the command line is wrong; nothing was done
   3  not found: no identity in the home (run regroup init), no such
      conversation, or an unknown inbox
-  4  regroupd unreachable, or no answer within --timeout
+  4  regroupd unreachable (the message says why: refused, TLS, its
+     database), or no answer within --timeout
+  5  busy: another regroup command used the home for all of --timeout
+     (one home is one client: a second command waits for the first)
+  130 interrupted (Ctrl-C or SIGTERM)
 `
 
 // runHelp prints every command, or one command's help.
 func runHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) > 0 && args[0] == "demo":
+		_, _ = demoParse([]string{"-h"}, stdout)
+		return exitOK
+	case len(args) == 1 && args[0] == "group":
+		fmt.Fprint(stdout, "usage: regroup group SUBCOMMAND [flags] ARGS...\n\nsubcommands:\n")
+		for _, c := range commands {
+			if strings.HasPrefix(c.name, "group ") {
+				fmt.Fprintf(stdout, "  %-44s %s\n", strings.TrimSpace(c.name+" "+c.args), c.summary)
+			}
+		}
+		fmt.Fprint(stdout, "\n`regroup help group SUBCOMMAND` shows one with its flags.\n")
+		return exitOK
+	}
 	if len(args) > 0 {
 		cmd, _, err := findCommand(args)
 		if err != nil {

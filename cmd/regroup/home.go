@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +31,14 @@ const (
 // settings are what init saves in a home.
 type settings struct {
 	// Server is the regroupd address every command dials unless --server
-	// overrides it.
+	// overrides it: host:port, or several, comma-separated, of replicas
+	// sharing one database.
 	Server string `json:"server"`
+	// Recovery is the fork recovery policy; absent (a home made before
+	// it existed) means defaultRecovery.
+	Recovery *recoverySettings `json:"recovery,omitempty"`
+	// TLS is how Server is reached; absent is plain text.
+	TLS *tlsSettings `json:"tls,omitempty"`
 }
 
 // Errors a command maps to an exit code (see exitCode).
@@ -106,6 +113,12 @@ type session struct {
 	warn func(format string, a ...any)
 	// progressOut receives the progress of long syncs; nil draws none.
 	progressOut io.Writer
+	// recovery is the policy in effect: saved, overridden by the flags.
+	recovery recoverySettings
+	// tls is how regroupd is reached (saved, overridden by the flags);
+	// tlsConfig is its configuration, nil for plain text.
+	tls       tlsSettings
+	tlsConfig *tls.Config
 }
 
 // Close closes the client, the connection and the store.
@@ -124,6 +137,12 @@ type openOptions struct {
 	// identity chooses.
 	create   bool
 	identity regroup.IdentityConfig
+	// flags are the command line's, whose recovery flags override the
+	// saved policy.
+	flags opts
+	// warn reports, while opening, a problem that does not stop the
+	// command (waiting for the home's lock); nil reports nothing.
+	warn func(format string, a ...any)
 }
 
 // openSession assembles the installation of the home from the root
@@ -133,6 +152,10 @@ type openOptions struct {
 // reports the progress of a sync.
 func openSession(ctx context.Context, o openOptions) (*session, error) {
 	s := &session{home: o.home, server: o.server, warn: func(string, ...any) {}}
+	if o.warn != nil {
+		s.warn = o.warn
+	}
+	s.recovery = defaultRecovery
 	if !o.create {
 		set, err := loadSettings(o.home)
 		if err != nil {
@@ -141,13 +164,27 @@ func openSession(ctx context.Context, o openOptions) (*session, error) {
 		if s.server == "" {
 			s.server = set.Server
 		}
+		if set.Recovery != nil {
+			s.recovery = *set.Recovery
+		}
+		if set.TLS != nil {
+			s.tls = *set.TLS
+		}
+	}
+	rec, err := s.recovery.apply(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	s.recovery, s.tls = rec, s.tls.apply(o.flags)
+	if s.tlsConfig, err = s.tls.config(); err != nil {
+		return nil, err
 	}
 	if s.server == "" {
 		s.server = defaultServer
 	}
 	if err := s.open(ctx, o); err != nil {
 		s.Close()
-		return nil, err
+		return s, err // closed, for the error's explanation
 	}
 	return s, nil
 }
@@ -160,7 +197,12 @@ func (s *session) open(ctx context.Context, o openOptions) error {
 			return fmt.Errorf("%w in %s (%v): run `regroup init --home %s --server ADDR`", errNoIdentity, s.home, err, s.home)
 		}
 	}
-	store, closeStore, err := regroup.OpenSQLiteStore(ctx, path)
+	store, closeStore, err := openStore(ctx, s.home, path, func(pid int) {
+		s.warn("waiting for the other regroup command using %s (%s) to finish", s.home, holder(pid))
+	})
+	if errors.Is(err, errBusy) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
@@ -175,13 +217,13 @@ func (s *session) open(ctx context.Context, o openOptions) error {
 	if err != nil {
 		return err
 	}
-	tr, closeTr, err := regroup.DialTransport(s.server, nil, in)
+	tr, err := dial(s.server, s.tlsConfig, in)
 	if err != nil {
 		return fmt.Errorf("regroupd at %s: %w", s.server, err)
 	}
-	s.closers = append(s.closers, closeTr)
+	s.closers = append(s.closers, func() { _ = tr.Close() })
 	s.transport = &watchedTransport{Transport: tr}
-	c, eng, closeClient, err := faultableClient(ctx, store, in, s.transport, clk, clientOptions)
+	c, eng, closeClient, err := faultableClient(ctx, store, in, s.transport, clk, &client.Options{Recovery: s.recovery.policy()})
 	if err != nil {
 		return fmt.Errorf("regroupd at %s: %w", s.server, err)
 	}
@@ -189,8 +231,3 @@ func (s *session) open(ctx context.Context, o openOptions) error {
 	s.c, s.closers = c, append(s.closers, closeClient)
 	return nil
 }
-
-// clientOptions are the CLI's client options: the recovery policy asks
-// to be readded to every conversation found forked and answers others'
-// requests (COMP-227).
-var clientOptions = &client.Options{Recovery: client.RecoveryPolicy{Mode: client.RecoverAll}}

@@ -54,12 +54,9 @@ type custodyOpts struct {
 	recoveryFile string
 }
 
-// stdin is where revoke reads a recovery key typed in, after asking on
-// prompt.
-var (
-	stdin  io.Reader = os.Stdin
-	prompt io.Writer = os.Stderr
-)
+// prompt is where revoke asks for a recovery key, which it reads from
+// stdin (edges.go).
+var prompt io.Writer = os.Stderr
 
 func initFlags(fs *flag.FlagSet, o *opts) {
 	fs.StringVar(&o.custody.recoveryOut, "recovery-key-out", "", "write the new inbox's recovery key to `FILE` (created, mode 0600) instead of printing it")
@@ -184,9 +181,10 @@ func cmdInit(ctx context.Context, e *env) error {
 	}
 	storePath := filepath.Join(e.o.home, storeFile)
 	_, statErr := os.Stat(storePath)
-	s, err := openSession(ctx, openOptions{home: e.o.home, server: e.o.server, create: true,
+	s, err := openSession(ctx, openOptions{home: e.o.home, server: e.o.server, create: true, flags: e.o,
 		identity: regroup.IdentityConfig{RecoveryKey: recovery, KeepRecoveryKey: c.keep}})
 	if err != nil {
+		e.failed = s
 		if errors.Is(statErr, os.ErrNotExist) {
 			// The identity this init stored is dropped with its store: its
 			// recovery key was never shown, so a retry must make a new one.
@@ -198,6 +196,9 @@ func cmdInit(ctx context.Context, e *env) error {
 	}
 	defer s.Close()
 	e.s = s
+	if _, err := os.Stat(filepath.Join(e.o.home, configFile)); err == nil { // an init that ran while this one waited for the home
+		return fmt.Errorf("%s already holds an installation: `regroup whoami --home %s` shows it", e.o.home, e.o.home)
+	}
 	v := initJSON{whoamiJSON: whoami(s)}
 	if created := s.c.Identity().RecoveryKey; recovery == nil && created != nil {
 		v.RecoveryKey = recoveryKeyText(created)
@@ -210,7 +211,13 @@ func cmdInit(ctx context.Context, e *env) error {
 			}
 		}
 	}
-	if err := saveSettings(e.o.home, settings{Server: s.server}); err != nil {
+	rec := s.recovery
+	set := settings{Server: s.server, Recovery: &rec}
+	if s.tls.TLS {
+		t := s.tls
+		set.TLS = &t
+	}
+	if err := saveSettings(e.o.home, set); err != nil {
 		return err
 	}
 	return e.out.emit(v, func(w io.Writer) {

@@ -43,6 +43,9 @@ const (
 	// exitUnavailable: regroupd could not be reached (or did not answer
 	// in time).
 	exitUnavailable = 4
+	// exitBusy: another regroup command held the home for all of
+	// --timeout; nothing was done.
+	exitBusy = 5
 )
 
 func main() {

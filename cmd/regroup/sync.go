@@ -198,7 +198,7 @@ func (s *session) plan(ctx context.Context, before map[string]state) *progress {
 		if label == "" {
 			label = short(id)
 		}
-		p.add(topic, label, in.Cursor, head)
+		p.add(topic, clean(label), in.Cursor, head)
 	}
 	return p
 }
@@ -209,7 +209,7 @@ func printSync(w io.Writer, out syncJSON, after map[string]state) {
 		if ev.Conversation != "" {
 			conv = short(ev.Conversation) + " "
 		}
-		fmt.Fprintf(w, "%-16s %s%s\n", ev.Kind, conv, ev.Detail)
+		fmt.Fprintf(w, "%-16s %s%s\n", ev.Kind, conv, clean(ev.Detail))
 	}
 	for _, c := range out.Conversations {
 		var notes []string
@@ -231,7 +231,7 @@ func printSync(w io.Writer, out syncJSON, after map[string]state) {
 		if len(notes) == 0 {
 			notes = append(notes, "no change")
 		}
-		fmt.Fprintf(w, "%s  %-12s epoch %d, %s: %s\n", short(c.ID), after[c.ID].label, c.Epoch, c.ForkState, strings.Join(notes, ", "))
+		fmt.Fprintf(w, "%s  %-12s epoch %d, %s: %s\n", short(c.ID), clean(after[c.ID].label), c.Epoch, c.ForkState, strings.Join(notes, ", "))
 	}
 	if len(out.Conversations) == 0 {
 		fmt.Fprintln(w, "synced; no conversations yet")

@@ -57,6 +57,14 @@ type config struct {
 	LogLevel  string
 
 	Fair fairConfig // limits.go
+
+	// Version prints the build and exits.
+	Version bool
+	// set names the flags given on the line or by their environment
+	// variable (operator.go); legacyDatabase reports the default database
+	// found in the working directory.
+	set            map[string]bool
+	legacyDatabase bool
 }
 
 func (c config) postgres() bool {
@@ -153,7 +161,9 @@ func parseConfig(args []string) (config, error) {
 	var budgetMiB int
 	str(&c.Listen, "listen", "REGROUPD_LISTEN", "127.0.0.1:5050", "gRPC listen address")
 	str(&c.HealthListen, "health-listen", "REGROUPD_HEALTH_LISTEN", "127.0.0.1:5051", "HTTP health and metrics address (/healthz, /metrics), empty to disable")
-	str(&c.Database, "database", "REGROUPD_DATABASE", "regroupd.db", "SQLite file path, or a PostgreSQL DSN (postgres://… or key=value with host=)")
+	defDB, legacy := defaultDatabase()
+	str(&c.Database, "database", "REGROUPD_DATABASE", defDB, "SQLite file path, or a PostgreSQL DSN (postgres://… or key=value with host=); "+
+		"default regroupd.db in $STATE_DIRECTORY, else $XDG_STATE_HOME/regroupd, else ~/.local/state/regroupd")
 	str(&c.PostgresSchema, "postgres-schema", "REGROUPD_POSTGRES_SCHEMA", "", "PostgreSQL schema for the tables, created if missing")
 	str(&c.TLSCert, "tls-cert", "REGROUPD_TLS_CERT", "", "TLS certificate file (PEM); with -tls-key enables TLS")
 	str(&c.TLSKey, "tls-key", "REGROUPD_TLS_KEY", "", "TLS private key file (PEM)")
@@ -199,9 +209,22 @@ func parseConfig(args []string) (config, error) {
 	if err != nil {
 		return c, err
 	}
+	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	fs.VisitAll(func(f *flag.Flag) {
+		if env, ok := strings.CutSuffix(f.Usage, ")"); ok {
+			if i := strings.LastIndex(env, "(env "); i >= 0 {
+				if _, ok := os.LookupEnv(env[i+5:]); ok {
+					c.set[f.Name] = true
+				}
+			}
+		}
+	})
+	c.legacyDatabase = legacy && !c.set["database"]
 	c.ReadBudgetBytes = int64(budgetMiB) << 20
 	c.Retention = map[ports.TopicKind]time.Duration{
 		ports.TopicGroupMessages:   retention[0],

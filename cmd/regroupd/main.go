@@ -40,7 +40,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "regroupd:", err)
 		os.Exit(2)
 	}
+	if cfg.Version {
+		printVersion()
+		return
+	}
 	log := newLogger(cfg)
+	if err := prepareDefaultDatabase(cfg, log); err != nil {
+		log.Error("start failed", "err", err)
+		os.Exit(1)
+	}
+	if err := checkConfig(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "regroupd:", strings.ReplaceAll(err.Error(), "\n", "\nregroupd: "))
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := start(ctx, cfg, log)
@@ -55,8 +67,7 @@ func main() {
 }
 
 func newLogger(cfg config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	level, _ := parseLevel(cfg.LogLevel) // checked by checkConfig
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.LogFormat == "text" {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))

@@ -87,10 +87,8 @@ func (s *server) newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := s.metrics
-	reg.MustRegister(m.published, m.refused, m.latency, m.lag, m.idWait, m.dbErrors, m.dbRetries)
-	for _, kind := range []string{"group_messages", "welcomes", "identity_updates", "key_packages", "commit_log"} {
-		m.published.WithLabelValues(kind) // present at zero from the start
-	}
+	reg.MustRegister(m.published, m.refused, m.latency, m.lag, m.idWait, m.dbErrors, m.dbRetries, buildInfoGauge())
+	m.zeroSeries() // present at zero from the start
 	stats := func() grpctransport.ServerStats { return s.rpc.Stats() }
 	gauge := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "regroupd", Name: name, Help: help}, f))

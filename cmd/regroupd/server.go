@@ -48,8 +48,13 @@ type server struct {
 
 func openStore(ctx context.Context, cfg config, hooks deliverydb.Hooks) (*deliverydb.Store, error) {
 	if cfg.postgres() {
-		return deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema,
-			Notify: cfg.PostgresNotify, Writers: cfg.PostgresWriters, MaxOpenConns: cfg.PostgresConns, Hooks: hooks})
+		var st *deliverydb.Store
+		err := withSchemaLock(ctx, cfg.Database, func() (err error) {
+			st, err = deliverydb.OpenPostgres(ctx, cfg.Database, &deliverydb.Options{Schema: cfg.PostgresSchema,
+				Notify: cfg.PostgresNotify, Writers: cfg.PostgresWriters, MaxOpenConns: cfg.PostgresConns, Hooks: hooks})
+			return err
+		})
+		return st, err
 	}
 	return deliverydb.OpenSQLite(ctx, cfg.Database, &deliverydb.Options{Hooks: hooks})
 }
@@ -155,6 +160,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 		attrs = append(attrs, "health_addr", s.healthLn.Addr().String())
 	}
 	log.Info("regroupd listening", attrs...)
+	log.Info("limits in effect", limitsInEffect(cfg)...)
 	if cfg.TLSCert == "" {
 		log.Warn("gRPC listener is plain text: clients' traffic and installation keys' signatures travel unencrypted; set -tls-cert and -tls-key unless the network is private",
 			"grpc_addr", s.lis.Addr().String())

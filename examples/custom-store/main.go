@@ -100,29 +100,10 @@ func run(ctx context.Context, dir string, out io.Writer) error {
 	return nil
 }
 
-// newClient builds a client by hand from the root package's providers,
-// on store instead of the embedded default's SQLite file.
+// newClient builds a client on the application's store: the store is one
+// field of the injector's configuration.
 func newClient(ctx context.Context, store *SealedStore, svc *delivery.Service) (*client.Client, func(), error) {
-	clk := regroup.ProvideClock(nil)
-	in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{})
-	if err != nil {
-		return nil, nil, err
-	}
-	engine, err := regroup.ProvideEngine(in)
-	if err != nil {
-		return nil, nil, err
-	}
-	tr := regroup.ProvideMemTransport(svc, in)
-	resolver, err := regroup.ProvideResolver(store, tr, clk)
-	if err != nil {
-		return nil, nil, err
-	}
-	reg, err := regroup.ProvideAlgorithms()
-	if err != nil {
-		return nil, nil, err
-	}
-	deps := regroup.ProvideDeps(store, engine, tr, resolver, clk, reg, in, nil)
-	return regroup.ProvideClient(ctx, deps, nil)
+	return regroup.NewEmbedded(ctx, regroup.EmbeddedConfig{Store: store, Service: svc})
 }
 
 // useClient writes a note to the application's own table and a message to

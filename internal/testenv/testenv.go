@@ -106,6 +106,13 @@ type Regroupd struct {
 // the test ends.
 func StartRegroupd(tb testing.TB, db string) *Regroupd {
 	tb.Helper()
+	return StartRegroupdWith(tb, db)
+}
+
+// StartRegroupdWith is [StartRegroupd] with extra flags (for example
+// -tls-cert and -tls-key).
+func StartRegroupdWith(tb testing.TB, db string, extra ...string) *Regroupd {
+	tb.Helper()
 	args := []string{"-listen", "127.0.0.1:0", "-health-listen", ""}
 	switch db {
 	case "sqlite":
@@ -116,6 +123,7 @@ func StartRegroupd(tb testing.TB, db string) *Regroupd {
 	default:
 		tb.Fatalf("unknown database %q", db)
 	}
+	args = append(args, extra...)
 	r := &Regroupd{tb: tb, args: args}
 	r.start()
 	r.args[1] = r.Addr // a restart comes back on the same port

@@ -67,7 +67,7 @@ func (p *process) config(cmd *exec.Cmd) *plugin.ClientConfig {
 type generation struct {
 	client *plugin.Client
 	rpc    pluginpb.AlgorithmsClient
-	stop   context.CancelFunc // kills the process (exec.CommandContext)
+	stop   context.CancelFunc // kills the process at once (exec.CommandContext)
 	done   func()
 
 	mu       sync.Mutex
@@ -109,13 +109,16 @@ func (g *generation) retire() {
 	}
 }
 
-// kill stops the process at once and releases the client in the
-// background.
+// kill stops the process in the background: go-plugin's Kill asks it to
+// shut down (the gRPC controller's Shutdown), waits for it to exit and
+// kills it only when it has not within its grace period (2s), so a
+// healthy plugin exits cleanly and logs nothing at error level, while a
+// hung one is still killed. stop then releases what is left.
 func (g *generation) kill() {
 	g.once.Do(func() {
-		g.stop()
 		go func() {
 			g.client.Kill()
+			g.stop()
 			g.done()
 		}()
 	})
@@ -182,7 +185,9 @@ func (p *process) launch(ctx context.Context) (*generation, error) {
 }
 
 func (p *process) launchOnce(ctx context.Context) (*generation, error) {
-	pctx, stop := context.WithCancel(p.life)
+	// Not under p.life: Close stops a running process gracefully (kill),
+	// and kills at once only one still starting (below).
+	pctx, stop := context.WithCancel(context.Background())
 	c := plugin.NewClient(p.config(exec.CommandContext(pctx, p.path)))
 	type result struct {
 		rpc pluginpb.AlgorithmsClient
@@ -216,6 +221,7 @@ func (p *process) launchOnce(ctx context.Context) (*generation, error) {
 		<-done
 		r = result{err: ctx.Err()}
 	case <-p.life.Done():
+		stop()
 		<-done
 		r = result{err: errClosed}
 	}
