@@ -1,16 +1,19 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // pageSize bounds the envelopes of one query of a group topic.
@@ -62,6 +65,10 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		if err != nil {
 			return fmt.Errorf("read group %x: %w", groupID, err)
 		}
+		// A page is an input: served out of order, it is still processed
+		// in sequence order, or an envelope served after a higher one
+		// would fall below the cursor and be lost.
+		slices.SortStableFunc(envs, bySequenceID)
 		cursor, progressed := g.Cursor, false
 		var batch []*envelope
 		flush := func() (stop bool, err error) {
@@ -106,6 +113,11 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			return nil
 		}
 	}
+}
+
+// bySequenceID orders envelopes by ascending sequence id.
+func bySequenceID(a, b *backendpb.OriginatorEnvelope) int {
+	return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
 }
 
 // batchSize bounds the envelopes processed in one transaction.

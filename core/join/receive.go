@@ -1,11 +1,13 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -254,6 +256,11 @@ func (r *Receiver) ingest(ctx context.Context) error {
 		if len(envs) == 0 {
 			return nil
 		}
+		// Served out of order, a page is still read in sequence order, or
+		// a Welcome served after a higher id would fall below the cursor.
+		slices.SortStableFunc(envs, func(a, b *backendpb.OriginatorEnvelope) int {
+			return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
+		})
 		var evicted []Outcome
 		moved := false
 		err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {

@@ -156,6 +156,15 @@ func New(opts Options) *Operator {
 	return op
 }
 
+// Set replaces the operator's seed, faults and rate with opts'; what it
+// remembers of served envelopes stays, as material for forgeries.
+func (op *Operator) Set(opts Options) {
+	fresh := New(opts)
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.rng, op.rate, op.armed, op.fired = fresh.rng, fresh.rate, fresh.armed, fresh.fired
+}
+
 // Mix returns n distinct faults drawn from [All] by seed, for random
 // mixes.
 func Mix(seed uint64, n int) []Fault {
