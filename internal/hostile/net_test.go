@@ -54,20 +54,25 @@ func newNet(t *testing.T, mode string, opts transportfault.Options) *net {
 	return n
 }
 
-// retry runs op, an operation an app repeats when it fails (an add, a
-// removal), until it succeeds or leaves an outcome the client settles by
-// itself, at most five times; a refusal by permission fails the test.
-func (n *net) retry(m *world.Member, what string, op func() error) {
+// membership has m change the group's members with op (an add or a
+// removal) until m's own view shows the change (done), as an app repeats
+// a change that failed: an unavailable or lying service may stop it
+// before it was built, or deny the identity lookups it needs. A refusal
+// by permission fails the test.
+func (n *net) membership(m *world.Member, id []byte, what string, op func(cv *client.Conversation) error, done func([]client.Member) bool) {
 	n.t.Helper()
 	var err error
-	for i := 0; i < 5; i++ {
-		if err = op(); err == nil || errors.Is(err, ports.ErrUnavailable) {
+	for i := 0; i < 30; i++ {
+		cv := m.Conv(id)
+		if ms, merr := cv.Members(n.w.Ctx); merr == nil && done(ms) {
 			return
 		}
-		if errors.Is(err, client.ErrNotPermitted) {
+		if err = op(cv); errors.Is(err, client.ErrNotPermitted) {
 			break
 		}
-		n.t.Logf("%s: %s: %v (retried)", m.Name, what, err)
+		if err != nil {
+			_ = m.C.SyncAll(n.w.Ctx) // settles a commit left pending
+		}
 	}
 	n.t.Fatalf("%s: %s: %v", m.Name, what, err)
 }
@@ -83,8 +88,8 @@ func (n *net) member(name string, opts *client.Options, recovery ed25519.Private
 }
 
 // ok accepts err when it is nil or leaves an outcome the client settles
-// by itself (an unavailable delivery service: the outbox and the commit
-// intent retry), and fails the test otherwise.
+// by itself (an unavailable delivery service: the outbox retries a
+// stored message), and fails the test otherwise.
 func (n *net) ok(m *world.Member, what string, err error) {
 	n.t.Helper()
 	if err != nil && !errors.Is(err, ports.ErrUnavailable) {
