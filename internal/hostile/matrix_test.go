@@ -3,6 +3,7 @@ package hostile_test
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -52,7 +53,8 @@ func mixes() int {
 }
 
 // TestMixes runs 200 seeded random mixes: seed s arms three faults drawn
-// by s and runs scenario s mod 6 under them, checking its invariant. A
+// by s, each firing at a call it applies to with probability 0.15, and
+// runs scenario s mod 6 under them, checking its invariant. A
 // mix is reproduced with go test ./internal/hostile -run 'TestMixes/seed=<s>$'.
 func TestMixes(t *testing.T) {
 	for s := 1; s <= mixes(); s++ {
@@ -65,8 +67,23 @@ func TestMixes(t *testing.T) {
 					t.Skip(why)
 				}
 			}
+			if why := mixSkipped(sc.name, faults); why != "" {
+				t.Skip(why)
+			}
 			t.Logf("%s under %v; invariant: %s", sc.name, faults, sc.invariant)
-			sc.run(newNet(t, "embedded", transportfault.Options{Seed: seed, Faults: faults}))
+			sc.run(newNet(t, "embedded", transportfault.Options{Seed: seed, Faults: faults, Rate: 0.15}))
 		})
 	}
+}
+
+// mixSkipped names a combination of faults a scenario does not yet hold
+// its invariant under, with the reason.
+func mixSkipped(scenario string, faults []transportfault.Fault) string {
+	has := func(f transportfault.Fault) bool { return slices.Contains(faults, f) }
+	if scenario == "fork-repair" && (has(transportfault.NewestUp) || (has(transportfault.PublishUnknown) && has(transportfault.Drop))) {
+		return "open finding (docs/reliability.md): a readd request whose one-shot send had an unknown outcome is never " +
+			"sent again (FORK-051), and a readder that could not join the one-shot group under a lying newest id " +
+			"or a lost publish never answers it, so the repair can stall"
+	}
+	return ""
 }

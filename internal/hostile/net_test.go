@@ -27,6 +27,8 @@ type net struct {
 	// errs are the errors the members' passes returned, other than
 	// unavailability, by text: reported when an invariant fails.
 	errs map[string]int
+	// rounds bounds settle's sync rounds; 0 means 24.
+	rounds int
 }
 
 func newNet(t *testing.T, mode string, opts transportfault.Options) *net {
@@ -100,11 +102,15 @@ func (n *net) ok(m *world.Member, what string, err error) {
 // settle runs sync rounds of every member, the clock 11 s further each
 // round (so the outbox's resend and the recovery's attempts come due),
 // until done holds after at least two rounds; it fails the test with
-// done's last answer after 24 rounds.
+// done's last answer after n.rounds rounds.
 func (n *net) settle(what string, done func() error, ms ...*world.Member) {
 	n.t.Helper()
 	var last error
-	for round := 0; round < 24; round++ {
+	rounds := n.rounds
+	if rounds == 0 {
+		rounds = 24
+	}
+	for round := 0; round < rounds; round++ {
 		for _, m := range ms {
 			if err := m.C.SyncAll(n.w.Ctx); err != nil {
 				if os.Getenv("REGROUP_HOSTILE_DEBUG") != "" {
@@ -130,9 +136,20 @@ func (n *net) settle(what string, done func() error, ms ...*world.Member) {
 			i, _ := cv.Info(n.w.Ctx)
 			st, _ := cv.ForkState(n.w.Ctx)
 			n.t.Logf("%s: conversation %x epoch %d active %v fork state %v", m.Name, cv.ID()[:4], i.Epoch, i.Active, st.State)
+			if os.Getenv("REGROUP_HOSTILE_DEBUG") != "" {
+				m.Tx(func(tx ports.Tx) error {
+					for _, o := range ms {
+						if s, err := tx.Readds().Get(n.w.Ctx, cv.ID(), o.C.InstallationKey()); err == nil {
+							n.t.Logf("  readd status of %s: %+v", o.Name, s)
+						}
+					}
+					return nil
+				})
+			}
 		}
 	}
-	n.t.Fatalf("%s: invariant broken after 24 rounds: %v\npass errors: %q", what, last, seen)
+	n.t.Logf("clock at %v", n.clk.Now())
+	n.t.Fatalf("%s: invariant broken after %d rounds: %v\npass errors: %q", what, rounds, last, seen)
 }
 
 // info returns m's view of the conversation, or an error when it has none.

@@ -182,6 +182,11 @@ func runForkRepair(n *net) {
 	b.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
 	update(n, a, id)
 	key := b.C.InstallationKey()
+	// A readd request that reached nobody waits a minute of the clock
+	// before it is sent again (FORK-051); under a lossy service that takes
+	// several attempts.
+	n.rounds = 120
+	defer func() { n.rounds = 0 }()
 	n.settle("repaired", func() error {
 		for _, m := range []*world.Member{a, c} {
 			r, err := readds(m, id, key)
