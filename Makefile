@@ -6,7 +6,7 @@
 #   make help    this list
 #   make bench   every benchmark, each printed next to its in-run reference
 #   make fuzz    every fuzz target for FUZZTIME (default 30s) each
-#   make fuzz-ci every fuzz target briefly (FUZZCI_TIME, default 2s each), as CI runs it
+#   make fuzz-ci every fuzz target briefly (FUZZCI_TIME, default 200x: 200 inputs each), as CI runs it
 #   make hostile the client's scenarios under every delivery-service fault and HOSTILE_MIXES random mixes
 #   make proto   regenerate the committed Go from proto/**/*.proto
 #   make wire    regenerate wire_gen.go from wire.go
@@ -19,7 +19,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 FUZZMINIMIZE ?= 0
-FUZZCI_TIME ?= 2s
+FUZZCI_TIME ?= 200x
 HOSTILE_MIXES ?= 200
 BENCHTIME ?= 1s
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
