@@ -30,15 +30,20 @@ const readdStall = "open finding F1 (docs/reliability.md): a readd request whose
 const hole1 = "hole 1 of issue 25: an envelope at sequence id 2^63-1 that the client cannot authenticate moves its " +
 	"group or Welcome cursor there, so every later honest envelope falls below the cursor"
 
-// TestFaults runs every scenario under each fault alone, at a rate of
+// TestFaults runs every scenario under each fault alone (under the race
+// detector, one scenario per fault unless REGROUP_HOSTILE_MIXES is set), at a rate of
 // 0.3 per call it applies to, and checks the scenario's invariant (see
 // scenarios). A run is reproduced with
 // go test ./internal/hostile -run 'TestFaults/<fault>/<scenario>'.
 func TestFaults(t *testing.T) {
-	for _, f := range transportfault.All {
+	for i, f := range transportfault.All {
 		t.Run(f.String(), func(t *testing.T) {
-			for _, sc := range scenarios {
+			for j, sc := range scenarios {
 				t.Run(sc.name, func(t *testing.T) {
+					if raceBuild && os.Getenv("REGROUP_HOSTILE_MIXES") == "" && j != i%len(scenarios) {
+						t.Skip("under the race detector the ordinary run covers each fault with one scenario; make hostile runs them all")
+					}
+					t.Parallel()
 					if why, ok := skipped[f][sc.name]; ok {
 						t.Skip(why)
 					}
@@ -52,16 +57,20 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// mixes is how many seeded random mixes TestMixes runs;
-// REGROUP_HOSTILE_MIXES overrides it.
+// mixes is how many seeded random mixes TestMixes runs: 24 in the
+// ordinary test run (6 under the race detector), REGROUP_HOSTILE_MIXES when set (make hostile and CI
+// set 200).
 func mixes() int {
 	if v, err := strconv.Atoi(os.Getenv("REGROUP_HOSTILE_MIXES")); err == nil && v > 0 {
 		return v
 	}
-	return 200
+	if raceBuild {
+		return 6
+	}
+	return 24
 }
 
-// TestMixes runs 200 seeded random mixes: seed s arms three faults drawn
+// TestMixes runs the seeded random mixes (200 under make hostile): seed s arms three faults drawn
 // by s, each firing at a call it applies to with probability 0.15, and
 // runs scenario s mod 6 under them, checking its invariant. A
 // mix is reproduced with go test ./internal/hostile -run 'TestMixes/seed=<s>$'.
@@ -71,6 +80,7 @@ func TestMixes(t *testing.T) {
 		faults := transportfault.Mix(seed, 3)
 		sc := scenarios[s%len(scenarios)]
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			t.Parallel()
 			if why := mixSkipped(sc.name, faults); why != "" {
 				t.Skip(why)
 			}
