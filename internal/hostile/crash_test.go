@@ -12,6 +12,7 @@ import (
 	"time"
 
 	regroup "github.com/regroup-mls/regroup"
+	"github.com/regroup-mls/regroup/adapters/sqlite"
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
@@ -56,7 +57,8 @@ func TestCrashAnywhere(t *testing.T) {
 
 	var groups [][]byte
 	sent := map[string][]string{}
-	for round := 0; round < 12; round++ {
+	held, midway := 0, false
+	for round := 0; round < 9; round++ {
 		// Alice's work for the round: a new group with bob every third
 		// round, then messages and a key update in each group.
 		if round%3 == 0 {
@@ -91,6 +93,19 @@ func TestCrashAnywhere(t *testing.T) {
 		time.Sleep(time.Duration(50+r.IntN(400)) * time.Millisecond)
 		_ = cmd.Process.Kill() // SIGKILL
 		_ = cmd.Wait()
+		total := 0
+		for _, texts := range sent {
+			total += len(texts)
+		}
+		n := storedMessages(t, bobPath)
+		if n > held && n < total {
+			midway = true // this kill landed part way through the work
+		}
+		t.Logf("kill %d: bob holds %d of %d messages", round, n, total)
+		held = n
+	}
+	if !midway {
+		t.Error("no kill landed while bob was part way through its work")
 	}
 
 	bob2 := w.Member("bob", world.Config{})
@@ -107,10 +122,10 @@ func TestCrashAnywhere(t *testing.T) {
 	if len(convs) != len(groups) {
 		t.Errorf("bob holds %d conversations, alice added him to %d (a Welcome lost or applied twice)", len(convs), len(groups))
 	}
-	held, _ := bob2.C.HeldWelcomes(w.Ctx)
+	heldW, _ := bob2.C.HeldWelcomes(w.Ctx)
 	rejected, _ := bob2.C.RejectedWelcomes(w.Ctx)
-	if len(held)+len(rejected) != 0 {
-		t.Errorf("bob holds %d and rejected %d Welcomes; want every one applied (a key destroyed early?)", len(held), len(rejected))
+	if len(heldW)+len(rejected) != 0 {
+		t.Errorf("bob holds %d and rejected %d Welcomes; want every one applied (a key destroyed early?)", len(heldW), len(rejected))
 	}
 	for _, id := range groups {
 		if err := agree(id, alice, bob2); err != nil {
@@ -150,6 +165,38 @@ func checkEntries(t *testing.T, id []byte, alice, bob *world.Member) {
 		}
 		seen = append(seen, e.CommitSequenceID)
 	}
+}
+
+// storedMessages counts the application messages in the SQLite store at
+// path, opened after the child that used it was killed.
+func storedMessages(t *testing.T, path string) int {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, &sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := 0
+	err = st.Tx(ctx, func(tx ports.Tx) error {
+		gs, err := tx.Groups().List(ctx, ports.GroupFilter{})
+		for _, g := range gs {
+			ms, err := tx.(ports.MessageTx).Messages().List(ctx, g.ID, 0, 0)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				if m.Kind == ports.MessageApplication {
+					n++
+				}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // crashChild is bob until the parent kills it: every duty in a loop, and
