@@ -6,6 +6,8 @@
 #   make help    this list
 #   make bench   every benchmark, each printed next to its in-run reference
 #   make fuzz    every fuzz target for FUZZTIME (default 30s) each
+#   make fuzz-ci every fuzz target briefly (FUZZCI_TIME, default 200x: 200 inputs each), as CI runs it
+#   make hostile the client's scenarios under every delivery-service fault and HOSTILE_MIXES random mixes
 #   make proto   regenerate the committed Go from proto/**/*.proto
 #   make wire    regenerate wire_gen.go from wire.go
 #   make lint    gofmt check, go vet, staticcheck
@@ -18,6 +20,8 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 FUZZMINIMIZE ?= 0
+FUZZCI_TIME ?= 200x
+HOSTILE_MIXES ?= 200
 BENCHTIME ?= 1s
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
@@ -26,7 +30,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test demo examples help bench bench-peers fuzz proto wire lint build load attack interop tools
+.PHONY: test demo examples help bench bench-peers fuzz fuzz-ci hostile proto wire lint build load attack interop tools
 
 test:
 	$(GO) vet ./...
@@ -73,6 +77,19 @@ fuzz:
 		echo "== $$pkg $$target ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$pkg"; \
 	done
+
+# The bounded run CI makes of every fuzz target: each starts from its seed
+# corpus (f.Add seeds and testdata/fuzz, valid messages of the engine and
+# the services) and mutates for FUZZCI_TIME. A crasher fails the step and
+# is written to the target's testdata/fuzz.
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZCI_TIME)
+
+# The hostile delivery service: every scenario under each fault, then
+# HOSTILE_MIXES seeded random mixes of three faults (make test runs a
+# smaller number of mixes; see internal/hostile and docs/reliability.md).
+hostile:
+	REGROUP_HOSTILE_MIXES=$(HOSTILE_MIXES) $(GO) test -count=1 -timeout 20m ./internal/hostile/
 
 tools:
 	GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

@@ -153,6 +153,13 @@ func (c *Client) CreateDM(ctx context.Context, peerInbox string) (*Conversation,
 		return nil, fmt.Errorf("create dm: %w: a DM needs another inbox", ErrNotPermitted)
 	}
 	if cv, err := c.DM(ctx, peerInbox); err == nil {
+		// A DM whose first add of the peer failed (an unavailable
+		// service, an identity lookup denied) gets that add again.
+		if ms, err := cv.Members(ctx); err == nil && !slices.ContainsFunc(ms, func(m Member) bool { return m.InboxID == peerInbox }) {
+			if err := cv.addInitial(ctx, []string{peerInbox}); err != nil {
+				return cv, fmt.Errorf("create dm: %w", err)
+			}
+		}
 		return cv, nil
 	} else if !errors.Is(err, ports.ErrNotFound) {
 		return nil, err

@@ -1,11 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
@@ -14,6 +16,7 @@ import (
 	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // pageSize bounds the envelopes of one query of a group topic.
@@ -79,6 +82,10 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 		if err != nil {
 			return fmt.Errorf("read group %x: %w", groupID, err)
 		}
+		// A page is an input: served out of order, it is still processed
+		// in sequence order, or an envelope served after a higher one
+		// would fall below the read position and be lost.
+		slices.SortStableFunc(envs, bySequenceID)
 		start := pass.Pos()
 		var batch []*envelope
 		flush := func() (stop bool, err error) {
@@ -130,6 +137,11 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			return nil
 		}
 	}
+}
+
+// bySequenceID orders envelopes by ascending sequence id.
+func bySequenceID(a, b *backendpb.OriginatorEnvelope) int {
+	return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
 }
 
 // batchSize bounds the envelopes processed in one transaction.

@@ -1,10 +1,12 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -45,6 +47,11 @@ func (r *Receiver) read(ctx context.Context) error {
 		if len(envs) == 0 {
 			break
 		}
+		// Served out of order, a page is still read in sequence order, or
+		// a Welcome served after a higher id would fall below the cursor.
+		slices.SortStableFunc(envs, func(a, b *backendpb.OriginatorEnvelope) int {
+			return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
+		})
 		fresh, last, err := r.store(ctx, pos, envs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("store welcomes: %w", err))

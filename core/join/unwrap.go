@@ -2,8 +2,10 @@ package join
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -142,7 +144,11 @@ func (r *Receiver) openPointer(ctx context.Context, env *backendpb.OriginatorEnv
 		}
 		return opened{}, &Hold{Kind: HoldPointee, Rule: "JOIN-094", Err: err}
 	}
-	pe := envs[0]
+	// A service may serve more than asked, in any order: the lowest id
+	// is the pointee.
+	pe := slices.MinFunc(envs, func(a, b *backendpb.OriginatorEnvelope) int {
+		return cmp.Compare(a.GetSequenceId(), b.GetSequenceId())
+	})
 	pm := pe.GetEnvelope().GetWelcomeMessage()
 	if pm.GetWelcomePointer() != nil {
 		return opened{}, reject("JOIN-033", "the pointee is itself a welcome pointer")
