@@ -12,9 +12,6 @@ import (
 // skipped names the faults a scenario cannot yet hold its invariants
 // under, with the reason, keyed by fault and scenario name.
 var skipped = map[transportfault.Fault]map[string]string{
-	transportfault.JunkExtreme: {
-		"group": hole1, "dm": hole1, "readd": hole1, "fork-repair": hole1, "key-rotation": hole1, "workers": hole1,
-	},
 	transportfault.Drop:           {"fork-repair": readdStall},
 	transportfault.PublishUnknown: {"fork-repair": readdStall},
 	transportfault.NewestUp:       {"fork-repair": readdStall},
@@ -26,9 +23,6 @@ var skipped = map[transportfault.Fault]map[string]string{
 const readdStall = "open finding F1 (docs/reliability.md): a readd request whose one-shot send had an unknown outcome " +
 	"is never sent again (FORK-051), and a readder that could not join the one-shot group (a lost answer, a lying " +
 	"newest id) never answers it, so the repair can stall for ever"
-
-const hole1 = "hole 1 of issue 25: an envelope at sequence id 2^63-1 that the client cannot authenticate moves its " +
-	"group or Welcome cursor there, so every later honest envelope falls below the cursor"
 
 // TestFaults runs every scenario under each fault alone (under the race
 // detector, one scenario per fault unless REGROUP_HOSTILE_MIXES is set), at a rate of
