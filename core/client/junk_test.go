@@ -197,20 +197,9 @@ func TestFORK002_RefusalRecordedOnceCovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	world.SyncAll(alice, bob)
-	// Ids are shared by every topic (COMP-041): a message to another group
-	// takes an id that the group's topic does not use, and the junk is
-	// placed there, between two honest envelopes of the group.
-	other, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "elsewhere"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Send(w.Ctx, []byte("elsewhere")); err != nil {
-		t.Fatal(err)
-	}
-	alice.Sync()
-	placedAt, err := alice.Transport.HighestSequenceID(w.Ctx, groupTopicOf(other.ID()))
-	if err != nil || placedAt <= cursorOf(t, bob, g.ID()) {
-		t.Fatalf("highest id of the other group: %d, %v", placedAt, err)
+	placedAt := idElsewhere(t, alice)
+	if placedAt <= cursorOf(t, bob, g.ID()) {
+		t.Fatalf("the id taken elsewhere, %d, is not above bob's cursor", placedAt)
 	}
 	lie.place(groupTopicOf(g.ID()), placedAt, junkCommit(g.ID(), bob.Info(g.ID()).Epoch))
 	bob.Sync()
@@ -370,18 +359,7 @@ func TestJOIN066_MissedMessageReported(t *testing.T) {
 	}
 	world.SyncAll(alice, bob)
 	anchor := bob.Info(g.ID()).Cursor
-	other, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "elsewhere"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Send(w.Ctx, []byte("elsewhere")); err != nil {
-		t.Fatal(err)
-	}
-	alice.Sync()
-	at, err := alice.Transport.HighestSequenceID(w.Ctx, groupTopicOf(other.ID()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	at := idElsewhere(t, alice)
 	// A PrivateMessage of the group's epoch that nobody can decrypt, and a
 	// copy of an envelope from before bob's anchor served again.
 	junk := []byte{0, 1, 0, 2, byte(len(g.ID()))}
@@ -419,4 +397,25 @@ func drainEventsOf(m *world.Member) []client.Event {
 		}
 		return out
 	}
+}
+
+// idElsewhere returns an id the delivery service just handed out on
+// another group's topic. Ids are shared by every topic (COMP-041), so a
+// group's topic has no envelope there: junk placed at it stands between
+// two honest envelopes of the group.
+func idElsewhere(t *testing.T, m *world.Member) uint64 {
+	t.Helper()
+	other, err := m.C.CreateGroup(m.W.Ctx, client.GroupOptions{Name: "elsewhere"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Send(m.W.Ctx, []byte("elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	m.Sync()
+	id, err := m.Transport.HighestSequenceID(m.W.Ctx, groupTopicOf(other.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -83,13 +83,7 @@ func (r Member) Commit(groupID []byte, opts func(v ports.GroupView) (ports.Commi
 	if err != nil {
 		return 0, fmt.Errorf("rogue commit: %w", err)
 	}
-	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
-		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: commit}}
-	seqs, err := r.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
-	if err != nil {
-		return 0, fmt.Errorf("rogue commit: publish: %w", err)
-	}
-	return seqs[0], nil
+	return r.publish(groupID, commit, "rogue commit")
 }
 
 // metadataCommit commits a change of the group's metadata dictionary.
@@ -157,11 +151,10 @@ func (r Member) Remove(groupID []byte, inbox string) (uint64, error) {
 // Add adds the installation whose newest key package the delivery service
 // serves, without touching GROUP_MEMBERSHIP.
 func (r Member) Add(groupID, installationKey []byte) (uint64, error) {
-	env, err := r.Transport.QueryNewest(r.W.Ctx, append([]byte{byte(ports.TopicKeyPackages)}, installationKey...))
+	kp, err := r.keyPackageOf(installationKey)
 	if err != nil {
-		return 0, fmt.Errorf("rogue add: key package: %w", err)
+		return 0, fmt.Errorf("rogue add: %w", err)
 	}
-	kp := env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()
 	return r.Commit(groupID, func(v ports.GroupView) (ports.CommitOptions, error) {
 		return ports.CommitOptions{Add: [][]byte{kp}}, nil
 	})
@@ -199,13 +192,7 @@ func (r Member) Propose(groupID []byte, opts func(v ports.GroupView) (ports.Prop
 	if err != nil {
 		return 0, fmt.Errorf("rogue proposal: %w", err)
 	}
-	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
-		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: msg}}
-	seqs, err := r.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
-	if err != nil {
-		return 0, fmt.Errorf("rogue proposal: publish: %w", err)
-	}
-	return seqs[0], nil
+	return r.publish(groupID, msg, "rogue proposal")
 }
 
 // ProposeRemove proposes removing every leaf of inbox (one proposal per
@@ -237,11 +224,10 @@ func (r Member) ProposeMetadata(groupID []byte, edit func(metadata.Dictionary) m
 // ProposeAdd proposes adding the installation whose newest key package
 // the delivery service serves.
 func (r Member) ProposeAdd(groupID, installationKey []byte) (uint64, error) {
-	env, err := r.Transport.QueryNewest(r.W.Ctx, append([]byte{byte(ports.TopicKeyPackages)}, installationKey...))
+	kp, err := r.keyPackageOf(installationKey)
 	if err != nil {
-		return 0, fmt.Errorf("rogue proposal: key package: %w", err)
+		return 0, fmt.Errorf("rogue proposal: %w", err)
 	}
-	kp := env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()
 	return r.Propose(groupID, func(ports.GroupView) (ports.ProposalOptions, error) { return ports.ProposalOptions{Add: kp}, nil })
 }
 
@@ -253,12 +239,7 @@ func (r Member) ProposeAdd(groupID, installationKey []byte) (uint64, error) {
 // id.
 func (r Member) ExternalCommit(groupID []byte, inbox string, resync bool) (uint64, error) {
 	ctx := r.W.Ctx
-	reg, err := regroup.ProvideAlgorithms()
-	if err != nil {
-		return 0, err
-	}
-	rec, err := keypackage.Build(ctx, keypackage.BuildOptions{Engine: r.Engine, Wrappers: reg, InboxID: inbox,
-		InstallationKey: r.C.Identity().InstallationKey, Now: r.Clock.Now(), WrapperAlgorithm: ports.WrapperCurve25519})
+	rec, err := r.keyPackageUnder(inbox, r.C.Identity().InstallationKey)
 	if err != nil {
 		return 0, fmt.Errorf("rogue external commit: key package: %w", err)
 	}
@@ -277,34 +258,55 @@ func (r Member) ExternalCommit(groupID []byte, inbox string, resync bool) (uint6
 	if err != nil {
 		return 0, fmt.Errorf("rogue external commit: %w", err)
 	}
-	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
-		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: commit}}
-	seqs, err := r.Transport.Publish(ctx, []*backendpb.ClientEnvelope{env})
-	if err != nil {
-		return 0, fmt.Errorf("rogue external commit: publish: %w", err)
-	}
-	return seqs[0], nil
+	return r.publish(groupID, commit, "rogue external commit")
 }
 
 // AddUnder adds a leaf whose credential names inbox and whose signature
 // key is a fresh key that inbox never associated: a device placed under
 // another member's identity (GMOD-012).
 func (r Member) AddUnder(groupID []byte, inbox string) (uint64, error) {
-	ctx := r.W.Ctx
-	reg, err := regroup.ProvideAlgorithms()
-	if err != nil {
-		return 0, err
-	}
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return 0, err
 	}
-	rec, err := keypackage.Build(ctx, keypackage.BuildOptions{Engine: r.Engine, Wrappers: reg, InboxID: inbox,
-		InstallationKey: key, Now: r.Clock.Now(), WrapperAlgorithm: ports.WrapperCurve25519})
+	rec, err := r.keyPackageUnder(inbox, key)
 	if err != nil {
 		return 0, fmt.Errorf("rogue add: key package: %w", err)
 	}
 	return r.Commit(groupID, func(ports.GroupView) (ports.CommitOptions, error) {
 		return ports.CommitOptions{Add: [][]byte{rec.KeyPackage}}, nil
 	})
+}
+
+// publish publishes an MLS message on the group's topic and returns its
+// sequence id.
+func (r Member) publish(groupID, msg []byte, what string) (uint64, error) {
+	env := &backendpb.ClientEnvelope{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, groupID...),
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: msg}}
+	seqs, err := r.Transport.Publish(r.W.Ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		return 0, fmt.Errorf("%s: publish: %w", what, err)
+	}
+	return seqs[0], nil
+}
+
+// keyPackageOf returns the newest key package the delivery service serves
+// for the installation.
+func (r Member) keyPackageOf(installationKey []byte) ([]byte, error) {
+	env, err := r.Transport.QueryNewest(r.W.Ctx, append([]byte{byte(ports.TopicKeyPackages)}, installationKey...))
+	if err != nil {
+		return nil, fmt.Errorf("key package: %w", err)
+	}
+	return env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized(), nil
+}
+
+// keyPackageUnder builds a key package whose credential names inbox,
+// signed with key.
+func (r Member) keyPackageUnder(inbox string, key ed25519.PrivateKey) (ports.KeyPackageRecord, error) {
+	reg, err := regroup.ProvideAlgorithms()
+	if err != nil {
+		return ports.KeyPackageRecord{}, err
+	}
+	return keypackage.Build(r.W.Ctx, keypackage.BuildOptions{Engine: r.Engine, Wrappers: reg, InboxID: inbox,
+		InstallationKey: key, Now: r.Clock.Now(), WrapperAlgorithm: ports.WrapperCurve25519})
 }
