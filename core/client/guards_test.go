@@ -223,3 +223,66 @@ func TestCOMP186_InactiveGroupNotRead(t *testing.T) {
 		t.Fatalf("bob's cursor moved from the removal %d to %d", removal, c)
 	}
 }
+
+// poisonOwn shows the client its own commits, read back, as changing an
+// immutable component, which the shared policy refuses (COMP-012): the
+// client's reading of its own refused commit is what is under test.
+type poisonOwn struct {
+	*mlsfault.Engine
+	armed atomic.Bool
+}
+
+func (e *poisonOwn) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) (ports.Processed, error) {
+	p, err := e.Engine.Process(ctx, tx, groupID, msg)
+	if err != nil || !p.Own || p.Staged == nil || !e.armed.Load() {
+		return p, err
+	}
+	d, err := metadata.FromExtensions(p.Staged.Extensions)
+	if err != nil {
+		return p, err
+	}
+	exts, err := d.Set(0xBFF0, []byte{1}).Apply(p.Staged.Extensions)
+	if err != nil {
+		return p, err
+	}
+	staged := *p.Staged
+	staged.Extensions = exts
+	p.Staged = &staged
+	return p, nil
+}
+
+// GMOD-021: an own commit that the policy refuses on reading it back
+// ends the commit with ErrNotPermitted: the intent is marked rejected, the
+// engine's pending commit is cleared, nothing merges, and the next commit
+// goes through.
+func TestGMOD021_OwnRejectedCommitEndsNotPermitted(t *testing.T) {
+	w := world.New(t, "embedded")
+	var pe *poisonOwn
+	alice := w.Member("alice", world.Config{MLS: func(m ports.MLS) ports.MLS { pe = &poisonOwn{Engine: m.(*mlsfault.Engine)}; return pe }})
+	bob := w.Member("bob", world.Config{})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	before := alice.Info(g.ID())
+	pe.armed.Store(true)
+	if err := g.SetName(w.Ctx, "refused"); !errors.Is(err, client.ErrNotPermitted) {
+		t.Fatalf("an own commit read back refused = %v, want ErrNotPermitted", err)
+	}
+	pe.armed.Store(false)
+	if pendingOf(t, alice, g.ID()) {
+		t.Fatal("alice still holds the refused commit as pending")
+	}
+	if info := alice.Info(g.ID()); info.Epoch != before.Epoch || info.Name != before.Name {
+		t.Fatalf("alice moved on with her refused commit: %+v", info)
+	}
+	// Only alice's view was poisoned: her next commit, built on the epoch
+	// she kept, goes through for her.
+	if err := g.SetName(w.Ctx, "next"); err != nil {
+		t.Fatalf("the next commit after a refused one: %v", err)
+	}
+	if info := alice.Info(g.ID()); info.Epoch != before.Epoch+1 || info.Name != "next" {
+		t.Fatalf("alice after her next commit: %+v", info)
+	}
+}
