@@ -224,7 +224,9 @@ func cancelledPublishers(ctx context.Context, tg target, sz sizes) outcome {
 	o.measured = fmt.Sprintf("%d rounds of 16 publishes, %d failed with their deadline; stored up to id %d, subscriber at %d",
 		rounds, cancelled.Load(), highest, last.Load())
 	o.bound = "after each round the subscriber reaches the highest stored id within 10s, with no further publish"
-	if last.Load() != highest {
+	// A publish whose deadline passed may still be stored after the last
+	// reading of the highest id: the subscriber may be ahead, never behind.
+	if last.Load() < highest {
 		return o.fail(errors.New("the subscriber stayed behind"))
 	}
 	return o

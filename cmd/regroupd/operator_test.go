@@ -151,7 +151,7 @@ func TestOperatorStartAndQuietStop(t *testing.T) {
 			}
 		}
 	}
-	if limits == nil || limits["max_batch"] != float64(17) || limits["rate"] != float64(1000) || limits["retention_welcomes"] != "0s" {
+	if limits == nil || limits["max_batch"] != float64(17) || limits["rate"] != float64(1000) || limits["retention_welcomes"] != "720h0m0s" {
 		t.Errorf("limits in effect: %v", limits)
 	}
 

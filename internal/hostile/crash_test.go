@@ -58,7 +58,12 @@ func TestCrashAnywhere(t *testing.T) {
 	var groups [][]byte
 	sent := map[string][]string{}
 	held, midway := 0, false
-	for round := 0; round < 9; round++ {
+	// The kill comes after a delay that adapts to the machine: shorter
+	// after a round the child finished, longer after one in which it made
+	// no progress, so that kills land part way through its work on a quiet
+	// machine and a loaded one alike.
+	delay := 200 * time.Millisecond
+	for round := 0; round < 9 || (!midway && round < 18); round++ {
 		// Alice's work for the round: a new group with bob every third
 		// round, then messages and a key update in each group.
 		if round%3 == 0 {
@@ -90,7 +95,7 @@ func TestCrashAnywhere(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(50+r.IntN(400)) * time.Millisecond)
+		time.Sleep(delay/2 + time.Duration(r.Int64N(int64(delay))))
 		_ = cmd.Process.Kill() // SIGKILL
 		_ = cmd.Wait()
 		total := 0
@@ -98,8 +103,13 @@ func TestCrashAnywhere(t *testing.T) {
 			total += len(texts)
 		}
 		n := storedMessages(t, bobPath)
-		if n > held && n < total {
+		switch {
+		case n > held && n < total:
 			midway = true // this kill landed part way through the work
+		case n == total:
+			delay = max(delay*2/3, 5*time.Millisecond)
+		case n == held:
+			delay = min(delay*3/2, 5*time.Second)
 		}
 		t.Logf("kill %d: bob holds %d of %d messages", round, n, total)
 		held = n

@@ -122,6 +122,9 @@ type Member struct {
 	Path  string
 	deps  client.Deps
 	close func()
+	// closeStore closes the store world opened for the member (nil for
+	// one built by an injector, whose cleanup closes it).
+	closeStore func()
 }
 
 // Member makes an installation and publishes its identity and a key
@@ -145,7 +148,8 @@ func (w *World) Member(name string, cfg Config) *Member {
 	if err != nil {
 		w.T.Fatalf("%s: %v", name, err)
 	}
-	w.T.Cleanup(cleanup)
+	closeStore := sync.OnceFunc(cleanup)
+	w.T.Cleanup(closeStore)
 	var in identity.Installation
 	if cfg.Installation != nil {
 		in, err = cfg.Installation(ctx, store, clk)
@@ -185,7 +189,7 @@ func (w *World) Member(name string, cfg Config) *Member {
 	if cfg.MLS != nil {
 		mls = cfg.MLS(eng)
 	}
-	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk, Path: path,
+	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk, Path: path, closeStore: closeStore,
 		deps: client.Deps{Store: store, MLS: mls, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
 	m.start(cfg.Options)
 	return m
@@ -222,9 +226,15 @@ func (w *World) injected(name string, cfg Config) *Member {
 	return m
 }
 
-// Close closes the member's client and what was built for it; the test's
-// end does it too, once.
-func (m *Member) Close() { m.close() }
+// Close closes the member's client and what was built for it, its store
+// included (so another process may open it); the test's end does it too,
+// once.
+func (m *Member) Close() {
+	m.close()
+	if m.closeStore != nil {
+		m.closeStore()
+	}
+}
 
 func (m *Member) start(opts *client.Options) {
 	m.W.T.Helper()
