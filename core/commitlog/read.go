@@ -3,10 +3,13 @@ package commitlog
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -78,10 +81,13 @@ func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
 		if err != nil {
 			return rep, fmt.Errorf("read commit log: %w", err)
 		}
-		// What an earlier pass discarded is not evaluated again (FORK-030).
+		// What an earlier pass discarded, unchanged, is not evaluated
+		// again (FORK-030).
+		sums := make([][32]byte, len(envs))
 		fresh := envs[:0:0]
-		for _, env := range envs {
-			if !pass.Known(env.GetSequenceId()) {
+		for i, env := range envs {
+			sums[i] = envelopeSum(env)
+			if !pass.Known(env.GetSequenceId(), sums[i]) {
 				fresh = append(fresh, env)
 			}
 		}
@@ -95,20 +101,27 @@ func (l *Log) Read(ctx context.Context, groupID []byte) (ReadReport, error) {
 		rep.Held = page.Held
 		rep.ForkState = page.ForkState
 		before := pass.Pos()
-		for _, env := range envs {
+		for i, env := range envs {
 			seq := env.GetSequenceId()
 			switch {
 			case seq <= pass.Pos():
-			case res.junk[seq] || pass.Known(seq):
-				pass.Read(seq, false)
+			case res.junk[seq] || pass.Known(seq, sums[i]):
+				pass.ReadSum(seq, false, sums[i])
 			case seq <= res.pos:
-				pass.Read(seq, true)
+				pass.ReadSum(seq, true, sums[i])
 			}
 		}
 		if len(envs) == 0 || page.Held != 0 || !pass.EndPage(pass.Pos() > before) {
 			return rep, nil
 		}
 	}
+}
+
+// envelopeSum is the digest by which a pass recognises an envelope it
+// discarded before (COMP-242).
+func envelopeSum(env *backendpb.OriginatorEnvelope) [32]byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(env.GetEnvelope())
+	return sha256.Sum256(b)
 }
 
 // readStart loads what a read pass needs and initializes the legacy reader

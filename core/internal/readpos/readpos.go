@@ -37,8 +37,15 @@ type Tracker struct {
 }
 
 // mark is a run of junk: every envelope read with an id from from to
-// readTo was unauthenticated.
-type mark struct{ from, readTo uint64 }
+// readTo was unauthenticated. sums, when the reader gives them, are the
+// digests of the junk read, by id (at most maxSums).
+type mark struct {
+	from, readTo uint64
+	sums         map[uint64][32]byte
+}
+
+// maxSums bounds the junk digests a run keeps.
+const maxSums = 1024
 
 // Pass is one read pass over a topic.
 type Pass struct {
@@ -52,6 +59,8 @@ type Pass struct {
 	// first is the first junk id read after the last authenticated one.
 	first uint64
 	junk  int
+	// sums are the digests of the junk this pass read (ReadSum).
+	sums map[uint64][32]byte
 }
 
 // Start begins a pass over the topic named key whose durable position is
@@ -68,10 +77,38 @@ func (t *Tracker) Start(key string, durable uint64) *Pass {
 	return p
 }
 
-// Known reports whether a previous pass read seq as junk, in the run it
-// remembers: the reader need not evaluate it again.
-func (p *Pass) Known(seq uint64) bool {
-	return p.run.from != 0 && seq >= p.run.from && seq <= p.run.readTo
+// Known reports whether a previous pass read the envelope at seq, with
+// digest sum, as junk: the reader need not evaluate it again. An envelope
+// inside the remembered run whose digest differs — the delivery service
+// now serves something else at that id — is not known, and when the
+// reader reads it the run is forgotten, so the pass does not jump over
+// what replaced the junk.
+func (p *Pass) Known(seq uint64, sum [32]byte) bool {
+	if p.run.from == 0 || seq < p.run.from || seq > p.run.readTo {
+		return false
+	}
+	old, ok := p.run.sums[seq]
+	return ok && old == sum
+}
+
+// ReadSum is Read for a reader that identifies junk by its digest (see
+// [Pass.Known]).
+func (p *Pass) ReadSum(seq uint64, authenticated bool, sum [32]byte) {
+	if seq <= p.pos {
+		return
+	}
+	if p.run.from != 0 && seq >= p.run.from && seq <= p.run.readTo && !p.Known(seq, sum) {
+		p.run = mark{} // the run changed under us: read it again
+	}
+	p.Read(seq, authenticated)
+	if !authenticated {
+		if p.sums == nil {
+			p.sums = map[uint64][32]byte{}
+		}
+		if len(p.sums) < maxSums {
+			p.sums[seq] = sum
+		}
+	}
 }
 
 // Pos returns the position to query the next page after.
@@ -94,6 +131,11 @@ func (p *Pass) Read(seq uint64, authenticated bool) {
 		return
 	}
 	p.durable, p.first, p.junk = seq, 0, 0
+	for id := range p.sums {
+		if id <= seq {
+			delete(p.sums, id)
+		}
+	}
 	if p.run.from != 0 && seq >= p.run.from {
 		p.run = mark{}
 	}
@@ -136,9 +178,23 @@ func (p *Pass) End() { p.save() }
 func (p *Pass) save() {
 	p.t.mu.Lock()
 	defer p.t.mu.Unlock()
-	m := mark{from: p.first, readTo: p.pos}
+	m := mark{from: p.first, readTo: p.pos, sums: p.sums}
 	if p.run.from != 0 && p.run.readTo > m.readTo {
 		m = p.run // not reached this pass: still ahead
+	} else if p.run.from != 0 && len(p.run.sums) > 0 {
+		// The jumped-over run stays junk: keep its digests beside this
+		// pass's.
+		for id, sum := range p.run.sums {
+			if len(m.sums) >= maxSums {
+				break
+			}
+			if m.sums == nil {
+				m.sums = map[uint64][32]byte{}
+			}
+			if _, ok := m.sums[id]; !ok && id > p.durable {
+				m.sums[id] = sum
+			}
+		}
 	}
 	if m.from == 0 || m.readTo <= p.durable {
 		delete(p.t.m, p.key)

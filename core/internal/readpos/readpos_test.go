@@ -79,3 +79,26 @@ func TestCOMP240_BudgetEndsAPass(t *testing.T) {
 		t.Fatalf("after five passes the read position is %d, want %d", p.Pos(), 3*Budget)
 	}
 }
+
+// TestCOMP242_ReplacedJunkIsReadAgain: an envelope the delivery service
+// now serves, inside a remembered junk run, at an id where it served junk
+// before is not known junk: reading it forgets the run, so the pass does
+// not jump over what replaced the junk.
+func TestCOMP242_ReplacedJunkIsReadAgain(t *testing.T) {
+	var tr Tracker
+	junk, honest := [32]byte{1}, [32]byte{2}
+	p := tr.Start("topic", 10)
+	for id := uint64(11); id <= 20; id++ {
+		p.ReadSum(id, false, junk)
+	}
+	p.End()
+	p = tr.Start("topic", 10)
+	if !p.Known(11, junk) || p.Known(11, honest) {
+		t.Fatal("Known does not tell the junk read before from what replaced it")
+	}
+	p.ReadSum(11, false, honest)
+	p.EndPage(true)
+	if p.Pos() != 11 {
+		t.Fatalf("the pass jumped to %d over a run whose content changed", p.Pos())
+	}
+}
