@@ -65,15 +65,7 @@ func TestPROC011_LocalEngineFailureLosesNothing(t *testing.T) {
 // message the delivery service withholds and serves at 2^64−1 — is
 // skipped: no pass fails on it, and later messages are read.
 func TestCOMP185_UnstorableIDSkipped(t *testing.T) {
-	w := world.New(t, "embedded")
-	var lie *lying
-	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
-	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world.SyncAll(alice, bob)
+	w, alice, bob, lie, g := lyingPair(t)
 	if _, err := g.Send(w.Ctx, []byte("withheld")); err != nil {
 		t.Fatal(err)
 	}

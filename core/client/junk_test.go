@@ -129,15 +129,7 @@ func localEntries(t *testing.T, m *world.Member, id []byte) []ports.LocalCommitL
 // lower ids, are read, the member agrees with the group, and no refusal is
 // recorded for envelopes that nothing authenticated follows.
 func TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff(t *testing.T) {
-	w := world.New(t, "embedded")
-	var lie *lying
-	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
-	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world.SyncAll(alice, bob)
+	w, alice, bob, lie, g := lyingPair(t)
 	world.Agree(t, g.ID(), alice, bob)
 	info := bob.Info(g.ID())
 	lie.place(groupTopicOf(g.ID()), math.MaxInt64-1, junkCommit(g.ID(), info.Epoch))
@@ -188,15 +180,7 @@ func TestCOMP240_JunkAtAnExtremeIDCutsNobodyOff(t *testing.T) {
 // (FORK-002) once the honest envelope after it is processed, and the
 // cursor moves over it; at the end of the topic it is held, not recorded.
 func TestFORK002_RefusalRecordedOnceCovered(t *testing.T) {
-	w := world.New(t, "embedded")
-	var lie *lying
-	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
-	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world.SyncAll(alice, bob)
+	w, alice, bob, lie, g := lyingPair(t)
 	placedAt := idElsewhere(t, alice)
 	if placedAt <= cursorOf(t, bob, g.ID()) {
 		t.Fatalf("the id taken elsewhere, %d, is not above bob's cursor", placedAt)
@@ -245,15 +229,7 @@ func (l *lying) servedSince(topic []byte) int {
 // is served more than one page of junk it read before plus its budget of
 // new junk, so the flood is read through in a bounded number of syncs.
 func TestCOMP240_JunkFloodCostsBoundedPasses(t *testing.T) {
-	w := world.New(t, "embedded")
-	var lie *lying
-	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
-	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world.SyncAll(alice, bob)
+	w, _, bob, lie, g := lyingPair(t)
 	topic := groupTopicOf(g.ID())
 	epoch := bob.Info(g.ID()).Epoch
 	const base = uint64(1) << 62
@@ -349,15 +325,7 @@ func (l *lying) queriesSince(topic []byte) int {
 // sequence; envelopes at or below the anchor are never read, so never
 // reported.
 func TestJOIN066_MissedMessageReported(t *testing.T) {
-	w := world.New(t, "embedded")
-	var lie *lying
-	alice := w.Member("alice", world.Config{})
-	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
-	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world.SyncAll(alice, bob)
+	w, alice, bob, lie, g := lyingPair(t)
 	anchor := bob.Info(g.ID()).Cursor
 	at := idElsewhere(t, alice)
 	// A PrivateMessage of the group's epoch that nobody can decrypt, and a
@@ -418,4 +386,20 @@ func idElsewhere(t *testing.T, m *world.Member) uint64 {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// lyingPair starts alice and bob, bob behind a lying delivery service, in
+// a group alice created with bob, both synced.
+func lyingPair(t *testing.T) (*world.World, *world.Member, *world.Member, *lying, *client.Conversation) {
+	t.Helper()
+	w := world.New(t, "embedded")
+	var lie *lying
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { lie = newLying(tr); return lie }})
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "ops", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	return w, alice, bob, lie, g
 }
