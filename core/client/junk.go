@@ -29,8 +29,6 @@ type junk struct {
 	cursor uint64
 	view   ports.GroupView
 	items  []deferred
-	// dropped counts refusals past maxJunk, which are never recorded.
-	dropped int
 }
 
 func (j *junk) clone() *junk {
@@ -57,8 +55,7 @@ func (j *junk) add(d deferred) {
 		j.view = d.before
 	}
 	if len(j.items) >= maxJunk {
-		j.dropped++
-		return
+		return // past the bound a refusal is never recorded (COMP-241)
 	}
 	d.before = ports.GroupView{}
 	j.items = append(j.items, d)

@@ -141,14 +141,6 @@ func (p *Pass) Read(seq uint64, authenticated bool) {
 	}
 }
 
-// Covered moves the durable position to seq, an id below one the reader
-// authenticated, when it is above it.
-func (p *Pass) Covered(seq uint64) {
-	if seq > p.durable {
-		p.durable = seq
-	}
-}
-
 // Durable returns the durable position: the last authenticated envelope's
 // id, or the position the pass started from.
 func (p *Pass) Durable() uint64 { return p.durable }
@@ -204,12 +196,4 @@ func (p *Pass) save() {
 		p.t.m = map[string]mark{}
 	}
 	p.t.m[p.key] = m
-}
-
-// Forget drops what the tracker remembers of a topic (a group removed or
-// replaced).
-func (t *Tracker) Forget(key string) {
-	t.mu.Lock()
-	delete(t.m, key)
-	t.mu.Unlock()
 }
