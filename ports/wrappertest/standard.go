@@ -5,12 +5,10 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/hpke"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
-	"strings"
 
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/ports/internal/leak"
 )
 
 // StandardHPKE is an implementation of the port's sealed layout on the
@@ -156,29 +154,8 @@ func appendLongOpaque(out, b []byte) []byte {
 	return append(out, b...)
 }
 
-// leaks reports how err's text shows secret, "" when it does not: the
-// bytes, hex, base64 or Go's %v of any 8-byte window.
-func leaks(err error, secret []byte) string {
-	if err == nil || len(secret) < 8 {
-		return ""
-	}
-	text := err.Error() + "\n" + fmt.Sprintf("%+v", err)
-	if strings.Contains(text, base64.StdEncoding.EncodeToString(secret)) {
-		return "as base64"
-	}
-	for i := 0; i+8 <= len(secret); i++ {
-		w := secret[i : i+8]
-		switch {
-		case strings.Contains(text, string(w)):
-			return fmt.Sprintf("bytes %d to %d verbatim", i, i+8)
-		case strings.Contains(strings.ToLower(text), hex.EncodeToString(w)):
-			return fmt.Sprintf("bytes %d to %d in hex", i, i+8)
-		case strings.Contains(text, strings.Trim(fmt.Sprint(w), "[]")):
-			return fmt.Sprintf("bytes %d to %d as decimal", i, i+8)
-		}
-	}
-	return ""
-}
+// leaks reports how err's text shows secret, "" when it does not.
+func leaks(err error, secret []byte) string { return leak.Find(err, secret) }
 
 var secretText = bytes.Repeat([]byte("zq7VX2kLm9WpR4tB"), 8)
 
