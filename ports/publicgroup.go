@@ -82,6 +82,12 @@ const (
 // validator, as a [*PublicRefusal].
 var ErrPublicRefused = errors.New("refused by public validation")
 
+// ErrPublicState is wrapped by the error of a [PublicGroups] call given
+// state bytes the validator cannot read: not a state it returned, or
+// damaged in storage. It is no refusal of the message: the caller's
+// stored state is at fault.
+var ErrPublicState = errors.New("not a public state of this validator")
+
 // PublicRefusal is a message a [PublicGroups] validator refused. It wraps
 // [ErrPublicRefused] and [ErrInvalid], and the cause.
 type PublicRefusal struct {
