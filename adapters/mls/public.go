@@ -137,18 +137,6 @@ func (p *PublicGroups) Apply(ctx context.Context, state []byte, commit []byte) (
 		return ports.PublicCommit{}, err
 	}
 	c := &m.Public.Content
-	gc := e.g.GroupContext()
-	if !bytes.Equal(c.GroupID, gc.GroupID) {
-		return ports.PublicCommit{}, refuse(ports.RefusedGroup, "message of group %x, state of %x", c.GroupID, gc.GroupID)
-	}
-	if c.Epoch != gc.Epoch {
-		rel := ports.EpochOlder
-		if c.Epoch > gc.Epoch {
-			rel = ports.EpochFuture
-		}
-		return ports.PublicCommit{}, &ports.PublicRefusal{Reason: ports.RefusedEpoch,
-			Err: &ports.WrongEpochError{Relation: rel, MessageEpoch: c.Epoch, GroupEpoch: gc.Epoch}}
-	}
 	if c.ContentType != framing.ContentCommit || c.Commit == nil {
 		return ports.PublicCommit{}, refuse(ports.RefusedSender, "content type %d: the validator reads commits only", c.ContentType)
 	}
@@ -186,7 +174,7 @@ func applyRefusal(err error) error {
 	var ee *group.EpochError
 	reason := ports.RefusedProposal
 	switch {
-	case errors.As(err, &ee): // not reached: Apply compares the epoch first
+	case errors.As(err, &ee):
 		reason = ports.RefusedEpoch
 		rel := ports.EpochOlder
 		if ee.MessageEpoch > ee.GroupEpoch {
