@@ -139,6 +139,9 @@ type PublicGroups interface {
 	Apply(ctx context.Context, state []byte, commit []byte) (PublicCommit, error)
 	// CheckGroupInfo verifies that groupInfo (an MLSMessage) describes the
 	// state's epoch: signed by a member's leaf, with the state's group
-	// context, and, when it carries a ratchet tree, the state's tree.
+	// context and confirmation tag, and, when it carries a ratchet tree,
+	// the state's tree. A GroupInfo of another epoch is refused with
+	// reason [RefusedGroupInfo], the error also wrapping a
+	// [*WrongEpochError].
 	CheckGroupInfo(ctx context.Context, state []byte, groupInfo []byte) error
 }

@@ -45,7 +45,7 @@ func RunPublic(t *testing.T, newHarness func(t *testing.T) PublicHarness) {
 			if err != nil {
 				t.Fatalf("make validator: %v", err)
 			}
-			c.run(&publicEnv{env: &env{t: t, ctx: ctx, h: h, caps: h.Caps()}, pub: pub})
+			c.run(&publicEnv{env: &env{t: t, ctx: ctx, h: h, caps: h.Caps()}, pub: pub, ph: h})
 		})
 	}
 }
@@ -73,6 +73,33 @@ var publicCases = []publicCase{
 type publicEnv struct {
 	*env
 	pub ports.PublicGroups
+	ph  PublicHarness
+}
+
+// fresh returns a new validator, which holds nothing of earlier calls: a
+// state it reads, it reads from the bytes alone, as after a restart.
+func (e *publicEnv) fresh() ports.PublicGroups {
+	e.t.Helper()
+	pub, err := e.ph.MakePublic(e.t)
+	if err != nil {
+		e.t.Fatalf("make validator: %v", err)
+	}
+	return pub
+}
+
+// applyBoth applies a commit that must pass with the case's validator and
+// with a fresh one, which must compute the same next state, byte for byte.
+func (e *publicEnv) applyBoth(step string, st ports.PublicState, commit []byte) ports.PublicCommit {
+	e.t.Helper()
+	pc := e.apply(step, st, commit)
+	again, err := e.fresh().Apply(e.ctx, st.State, commit)
+	if err != nil {
+		e.t.Fatalf("%s: Apply by a fresh validator: %v", step, err)
+	}
+	if !bytes.Equal(again.Next.State, pc.Next.State) {
+		e.t.Fatalf("%s: a fresh validator computes another next state from the same state bytes", step)
+	}
+	return pc
 }
 
 // open opens the public state of the group from m's GroupInfo and
@@ -154,7 +181,7 @@ func testPublicFollows(e *publicEnv) {
 	st := e.open(gid, a)
 	step := func(name string, committer *member, out ports.CommitOutput, proposals int, others ...*member) {
 		e.t.Helper()
-		pc := e.apply(name, st, out.Commit)
+		pc := e.applyBoth(name, st, out.Commit)
 		if !bytes.Equal(pc.Sender.SignatureKey, committer.pub) || pc.Sender.InboxID != committer.inbox {
 			e.t.Fatalf("%s: Apply names committer %x %q, want %s", name, pc.Sender.SignatureKey, pc.Sender.InboxID, committer.name)
 		}
@@ -201,7 +228,7 @@ func testPublicFollows(e *publicEnv) {
 	}
 	j := e.newMember("j")
 	out = j.joinExternal(d.groupInfo(gid), ports.ExternalJoinOptions{KeyPackage: j.keyPackage()})
-	pc := e.apply("j joins by external commit", st, out.Commit)
+	pc := e.applyBoth("j joins by external commit", st, out.Commit)
 	if pc.SenderType != ports.SenderNewMemberCommit || !bytes.Equal(pc.Sender.SignatureKey, j.pub) || pc.Sender.InboxID != j.inbox {
 		e.t.Fatalf("external commit: sender type %d, sender %x %q, want j's new leaf", pc.SenderType, pc.Sender.SignatureKey, pc.Sender.InboxID)
 	}
@@ -213,7 +240,7 @@ func testPublicFollows(e *publicEnv) {
 	e.same("j joined", st.View, b, c, d, j)
 	e.checkGroupInfo("j joined", st, out.GroupInfo)
 	out = c.joinExternal(b.groupInfo(gid), ports.ExternalJoinOptions{KeyPackage: c.keyPackage(), Resync: true})
-	pc = e.apply("c resyncs", st, out.Commit)
+	pc = e.applyBoth("c resyncs", st, out.Commit)
 	if len(pc.Proposals) != 2 {
 		e.t.Fatalf("resync: %d proposals, want ExternalInit and the Remove of c's old leaf", len(pc.Proposals))
 	}
@@ -391,14 +418,23 @@ func testPublicWrongParentHash(e *publicEnv) {
 }
 
 // testPublicGroupInfoEpoch (COMP-313): the GroupInfo of epoch 1 does not
-// check against the state of epoch 2, nor the reverse: reason group-info.
+// check against the state of epoch 2, nor the reverse: reason group-info,
+// with a *ports.WrongEpochError naming both epochs.
 func testPublicGroupInfoEpoch(e *publicEnv) {
 	gid, a, _, st, out := e.commitAt("public-gi-epoch", ports.CommitOptions{ForcePath: true})
 	old := a.groupInfo(gid)
 	e.checkGroupInfo("epoch 1", st, old)
 	next := e.apply("a's update", st, out.Commit).Next
-	e.refused("the GroupInfo of epoch 1 on the state of epoch 2", e.pub.CheckGroupInfo(e.ctx, next.State, old), ports.RefusedGroupInfo)
-	e.refused("the GroupInfo of epoch 2 on the state of epoch 1", e.pub.CheckGroupInfo(e.ctx, st.State, out.GroupInfo), ports.RefusedGroupInfo)
+	want := func(step string, err error, rel ports.EpochRelation, msg, grp uint64) {
+		e.t.Helper()
+		e.refused(step, err, ports.RefusedGroupInfo)
+		var we *ports.WrongEpochError
+		if !errors.As(err, &we) || we.Relation != rel || we.MessageEpoch != msg || we.GroupEpoch != grp {
+			e.t.Fatalf("%s: %v, want a *ports.WrongEpochError %s %d %d", step, err, rel, msg, grp)
+		}
+	}
+	want("the GroupInfo of epoch 1 on the state of epoch 2", e.pub.CheckGroupInfo(e.ctx, next.State, old), ports.EpochOlder, 1, 2)
+	want("the GroupInfo of epoch 2 on the state of epoch 1", e.pub.CheckGroupInfo(e.ctx, st.State, out.GroupInfo), ports.EpochFuture, 2, 1)
 	e.checkGroupInfo("epoch 2", next, out.GroupInfo)
 }
 
