@@ -150,6 +150,11 @@ func (p *PublicGroups) Apply(ctx context.Context, state []byte, commit []byte) (
 	if err != nil {
 		return ports.PublicCommit{}, err
 	}
+	for i, cp := range pending.Proposals {
+		if t := cp.Proposal.Type; t == message.ProposalReInit || t == message.ProposalPreSharedKey {
+			return ports.PublicCommit{}, refuse(ports.RefusedProposal, "proposal %d: type %d, which regroup's groups do not use (COMP-310)", i, t)
+		}
+	}
 	if err := p.checkNewLeaves(c.Commit, pending.Proposals); err != nil {
 		return ports.PublicCommit{}, &ports.PublicRefusal{Reason: ports.RefusedLeafNode, Err: err}
 	}
