@@ -209,3 +209,39 @@ func groupContextOf(groupInfo []byte) ([]byte, error) {
 	}
 	return groupInfo[start:c.off], nil
 }
+
+// groupInfoParts splits an MLSMessage holding a GroupInfo into its group
+// context, its extensions vector (with its length prefix), its
+// confirmation tag vector and its signer.
+func groupInfoParts(groupInfo []byte) (gc, extensions, tag []byte, signer uint32, err error) {
+	c := &cursor{b: groupInfo}
+	if v, wf := c.u16(), c.u16(); c.err == nil && (v != 1 || wf != 4) {
+		return nil, nil, nil, 0, fmt.Errorf("mlstest: version %d wire format %d is not an mls10 GroupInfo", v, wf)
+	}
+	start := c.off
+	c.take(4)
+	c.vector()
+	c.take(8)
+	c.vector()
+	c.vector()
+	c.vector()
+	gcEnd := c.off
+	c.vector()
+	extEnd := c.off
+	c.vector()
+	tagEnd := c.off
+	at := c.take(4)
+	if c.err != nil {
+		return nil, nil, nil, 0, c.err
+	}
+	return groupInfo[start:gcEnd], groupInfo[gcEnd:extEnd], groupInfo[extEnd:tagEnd], binary.BigEndian.Uint32(groupInfo[at:]), nil
+}
+
+// signGroupInfo builds an MLSMessage holding a GroupInfo from its parts
+// (as groupInfoParts returns them) signed with seed (§12.4.3).
+func signGroupInfo(seed, gc, extensions, tag []byte, signer uint32) []byte {
+	tbs := append(append(append([]byte(nil), gc...), extensions...), tag...)
+	tbs = binary.BigEndian.AppendUint32(tbs, signer)
+	out := append([]byte{0, 1, 0, 4}, tbs...)
+	return putVector(out, signWithLabel(seed, "GroupInfoTBS", tbs))
+}

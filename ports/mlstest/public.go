@@ -30,8 +30,8 @@ type PublicHarness interface {
 // commit's GroupInfo checks against it; and forged or foreign input is
 // refused with its reason: a bad signature, a non-member sender, a
 // PrivateMessage, a wrong epoch, an invalid leaf node, a wrong parent
-// hash, a GroupInfo of another epoch or tampered, and garbage, never
-// with a panic.
+// hash, a GroupInfo of another epoch, tampered or carrying another tree,
+// and garbage, never with a panic.
 func RunPublic(t *testing.T, newHarness func(t *testing.T) PublicHarness) {
 	for _, c := range publicCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,6 +66,7 @@ var publicCases = []publicCase{
 	{"COMP-310/WrongParentHashIsRefused", testPublicWrongParentHash},
 	{"COMP-313/GroupInfoOfAnotherEpochIsRefused", testPublicGroupInfoEpoch},
 	{"COMP-313/TamperedGroupInfoIsRefused", testPublicGroupInfoTampered},
+	{"COMP-313/GroupInfoWithAnotherTreeIsRefused", testPublicGroupInfoTree},
 	{"COMP-312/GarbageIsRefusedNeverPanics", testPublicGarbage},
 }
 
@@ -469,4 +470,25 @@ func testPublicGarbage(e *publicEnv) {
 		}
 	}
 	e.stillApplies(st, out.Commit)
+}
+
+// testPublicGroupInfoTree (COMP-313): a GroupInfo of the state's epoch,
+// signed by its member, whose ratchet_tree (and other extensions) come
+// from the next epoch's GroupInfo is refused with reason tree-hash; the
+// same GroupInfo rebuilt with its own extensions and signed again checks.
+func testPublicGroupInfoTree(e *publicEnv) {
+	gid, a, _, st, out := e.commitAt("public-gi-tree", ports.CommitOptions{ForcePath: true})
+	gc, ext, tag, signer, err := groupInfoParts(a.groupInfo(gid))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, nextExt, _, _, err := groupInfoParts(out.GroupInfo)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if bytes.Equal(ext, nextExt) {
+		e.t.Fatal("the two epochs' GroupInfo extensions are the same")
+	}
+	e.checkGroupInfo("the GroupInfo signed again", st, signGroupInfo(a.sig, gc, ext, tag, signer))
+	e.refused("a GroupInfo carrying the next epoch's tree", e.pub.CheckGroupInfo(e.ctx, st.State, signGroupInfo(a.sig, gc, nextExt, tag, signer)), ports.RefusedTreeHash)
 }
