@@ -106,7 +106,7 @@ func checkPathCiphertexts(tree *ratchettree.Tree, committer treemath.LeafIndex, 
 		if below < x {
 			c, _ = treemath.Right(x, n)
 		}
-		if want, got := len(tree.ResolutionExcluding(c, exclude)), len(path.Nodes[i].EncryptedPathSecret); got != want {
+		if want, got := tree.ResolutionSizeExcluding(c, exclude), len(path.Nodes[i].EncryptedPathSecret); got != want {
 			return fmt.Errorf("%w: %w: path node %d: %d ciphertexts for a resolution of %d", ErrInvalid, treekem.ErrPathMismatch, x, got, want)
 		}
 		below = x
