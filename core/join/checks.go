@@ -10,6 +10,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -123,8 +124,10 @@ func containsKey(keys [][]byte, k []byte) bool {
 
 // checkGroup applies section 9: the conversation kind's properties
 // (JOIN-060, COMP-166), the joiner's own leaf (JOIN-058), the group root
-// (JOIN-083), and last, because only an upgrade changes it, the minimum
-// protocol version (JOIN-057).
+// (JOIN-083), then, because only an upgrade changes it, the minimum
+// protocol version (JOIN-057), and last the role policy version
+// (COMP-386): a group whose minimum version this client meets but whose
+// policy version it does not know is refused for good.
 func (r *Receiver) checkGroup(c *candidate) error {
 	if err := r.checkKind(c); err != nil {
 		return err
@@ -150,6 +153,9 @@ func (r *Receiver) checkGroup(c *candidate) error {
 		return hold(HoldVersion, "JOIN-057", "the group needs protocol version %v; this client is %v", v, r.o.ProtocolVersion)
 	case ok:
 		c.minVer = v.String()
+	}
+	if _, err := policy.VersionOf(c.staged.Group); err != nil {
+		return reject("COMP-386", "%w", err)
 	}
 	return nil
 }
@@ -203,6 +209,9 @@ func (r *Receiver) checkKind(c *candidate) error {
 		}
 		if hasOneshot {
 			return reject("JOIN-060", "a DM carries ONESHOT_MESSAGE")
+		}
+		if _, ok := d.Get(metadata.ComponentViewerList); ok {
+			return reject("JOIN-060", "a DM carries a viewer list")
 		}
 	case ports.ConversationSync:
 		for inbox := range leafInboxes {
