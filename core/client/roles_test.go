@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/internal/rogue"
 	"github.com/regroup-mls/regroup/internal/world"
@@ -55,6 +56,11 @@ func testViewerCommits(t *testing.T, w *world.World) {
 		}},
 		{"a viewer's removal of a member", func(r rogue.Member, id []byte) (uint64, error) { return r.Remove(id, bob.C.InboxID()) }},
 		{"a viewer's own promotion", func(r rogue.Member, id []byte) (uint64, error) { return r.SetViewers(id, viv.C.InboxID()) }},
+		// A plain member may refresh its own GROUP_MEMBERSHIP entry
+		// (COMP-247); a viewer changes no metadata at all.
+		{"a viewer's refresh of its own entry", func(r rogue.Member, id []byte) (uint64, error) {
+			return r.RewriteMembership(id, r.C.InboxID(), entrySeq(t, alice, id, r.C.InboxID())+1)
+		}},
 	}
 	// One rogue viewer per act: a rogue that merged its own forbidden
 	// commit is forked, and what it commits next no honest member can
@@ -164,6 +170,21 @@ func testViewerMessages(t *testing.T, w *world.World) {
 			t.Fatalf("%s reads %q", m.Name, got)
 		}
 	}
+}
+
+// entrySeq returns the identity sequence id of inbox's GROUP_MEMBERSHIP
+// entry as m holds it.
+func entrySeq(t *testing.T, m *world.Member, id []byte, inbox string) uint64 {
+	t.Helper()
+	d, err := metadata.FromExtensions(viewOf(t, m, id).Extensions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := d.Membership()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem[inbox].GetSequenceId()
 }
 
 func hasKind(t *testing.T, m *world.Member, id []byte, kind ports.MessageKind) bool {
