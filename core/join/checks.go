@@ -160,6 +160,27 @@ func (r *Receiver) checkGroup(c *candidate) error {
 	return nil
 }
 
+// checkViewers applies COMP-387 to a group a Welcome carries: its viewer
+// list, when it has one, names only inboxes that hold a leaf and none
+// that is an admin, or no commit after the join could be valid.
+func checkViewers(d metadata.Dictionary, leafInboxes map[string]bool) error {
+	viewers, err := d.Viewers()
+	switch {
+	case errors.Is(err, metadata.ErrMissing):
+		return nil
+	case err != nil:
+		return reject("JOIN-060", "%v", err)
+	}
+	supers, _ := d.SuperAdmins()
+	admins, _ := d.Admins()
+	for _, v := range viewers {
+		if !leafInboxes[v] || slices.Contains(supers, v) || slices.Contains(admins, v) {
+			return reject("JOIN-060", "viewer %q holds no leaf or is also an admin", v)
+		}
+	}
+	return nil
+}
+
 // checkKind applies JOIN-060 with the properties COMP-166 gives each
 // conversation kind.
 func (r *Receiver) checkKind(c *candidate) error {
@@ -178,6 +199,9 @@ func (r *Receiver) checkKind(c *candidate) error {
 		}
 		if admins, err := d.SuperAdmins(); err != nil || len(admins) == 0 {
 			return reject("JOIN-060", "a group without a super admin list (%v)", err)
+		}
+		if err := checkViewers(d, leafInboxes); err != nil {
+			return err
 		}
 	case ports.ConversationOneshot:
 		if hasDM {

@@ -138,3 +138,18 @@ func TestCOMP387_ViewerList(t *testing.T) {
 		t.Fatalf("garbage = %v, want ErrMalformed", err)
 	}
 }
+
+// FuzzRoleComponents: the role policy version and the viewer list decode
+// any bytes a commit or Welcome carries without panicking, and a version
+// that decodes re-encodes to the same bytes.
+func FuzzRoleComponents(f *testing.F) {
+	f.Add([]byte{0, 1})
+	f.Add(EncodeInboxList([]string{"v"}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := Dictionary{}.Set(ComponentPolicyVersion, data).Set(ComponentViewerList, data)
+		if v, ok, err := d.PolicyVersion(); ok && err == nil && string(EncodePolicyVersion(v)) != string(data) {
+			t.Fatalf("version %d from %x re-encodes to %x", v, data, EncodePolicyVersion(v))
+		}
+		_, _ = d.Viewers()
+	})
+}

@@ -146,3 +146,27 @@ func TestCOMP386_GroupsWithoutVersionAreVersion1(t *testing.T) {
 		}
 	}
 }
+
+// FuzzVersionAndRoles: a group context's app_data_dictionary, as a
+// Welcome or a commit carries it, never makes the version and role
+// readers panic, and an unknown version is always reported as one.
+func FuzzVersionAndRoles(f *testing.F) {
+	base, _, _, _, _ := viewerGroup()
+	f.Add(base.view().Extensions[0].Data)
+	f.Add([]byte{0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := ports.GroupView{Extensions: []ports.Extension{{Type: metadata.ExtensionAppDataDictionary, Data: data}}}
+		got, err := VersionOf(v)
+		var u *UnknownVersionError
+		if errors.As(err, &u) && (Known(got) || u.Version != got) {
+			t.Fatalf("version %d reported unknown as %d", got, u.Version)
+		}
+		if r, err := RolesOf(v); err == nil {
+			for _, inbox := range r.Viewers {
+				if MaySend(r, inbox, ports.MessageApplication) == nil && r.ConversationType != ports.ConversationDM {
+					t.Fatalf("viewer %q may send", inbox)
+				}
+			}
+		}
+	})
+}
