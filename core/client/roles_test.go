@@ -196,7 +196,8 @@ func hasKind(t *testing.T, m *world.Member, id []byte, kind ports.MessageKind) b
 	return slices.ContainsFunc(msgs, func(msg ports.Message) bool { return msg.Kind == kind })
 }
 
-// TestCOMP385_VersionAndRolesAreSuperAdmins: in a live group, an admin
+// TestCOMP385_VersionAndRolesAreSuperAdmins: a group a client creates
+// states the role policy version it knows; in a live group, an admin
 // whose patched client drops the role policy version component (a change
 // of the version), makes a member a viewer or makes a viewer a member is
 // refused by every honest member; a plain member's client refuses
@@ -231,8 +232,14 @@ func testVersionAndRoles(t *testing.T, w *world.World) {
 	}
 	id := g.ID()
 	world.SyncAll(append(slices.Clone(honest), rogues...)...)
-	if v := bob.Info(id).PolicyVersion; v != policy.Version {
-		t.Fatalf("the group states version %d, want %d", v, policy.Version)
+	// The group states the version itself (COMP-385): absent would read
+	// as 1 too (COMP-386).
+	d, err := metadata.FromExtensions(viewOf(t, bob, id).Extensions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := d.PolicyVersion(); !ok || err != nil || v != policy.Version || bob.Info(id).PolicyVersion != v {
+		t.Fatalf("the group states version %d (present %v, %v), want %d", v, ok, err, policy.Version)
 	}
 	for i, act := range acts {
 		before := alice.Info(id)
