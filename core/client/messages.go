@@ -95,7 +95,7 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		}
 		if r, err := policy.RolesOf(view); err == nil {
 			if err := policy.MaySend(r, c.InboxID(), kind); err != nil { // COMP-388
-				return fmt.Errorf("send: %w: %v", ErrViewer, err)
+				return fmt.Errorf("send: %w", ErrViewer)
 			}
 		}
 		payload, err = c.deps.MLS.Encrypt(ctx, tx, cv.id, content, []byte{byte(kind)})

@@ -24,10 +24,10 @@ func (r Roles) Viewer(inbox string) bool {
 // only (ADR-0030 Decision 7), everyone else anything. Receivers discard
 // what it refuses, judging the sender's leaf; the delivery service may
 // refuse it by the authenticated installation's inbox. A refusal wraps
-// [ErrNotPermitted].
+// [ErrMessageNotPermitted].
 func MaySend(r Roles, inbox string, kind ports.MessageKind) error {
 	if r.Viewer(inbox) && kind != ports.MessageLeaveRequest {
-		return fmt.Errorf("%w: %s is a viewer and may not send messages of kind %d", ErrNotPermitted, inbox, kind)
+		return fmt.Errorf("%w: %s is a viewer and sends leave requests only, not kind %d", ErrMessageNotPermitted, inbox, kind)
 	}
 	return nil
 }

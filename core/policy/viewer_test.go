@@ -151,7 +151,7 @@ func TestCOMP388_ViewersSendOnlyLeaveRequests(t *testing.T) {
 	if !r.Viewer("viewer") || r.Viewer("member") {
 		t.Fatalf("viewers %v", r.Viewers)
 	}
-	if err := MaySend(r, "viewer", ports.MessageApplication); !errors.Is(err, ErrNotPermitted) {
+	if err := MaySend(r, "viewer", ports.MessageApplication); !errors.Is(err, ErrMessageNotPermitted) {
 		t.Errorf("a viewer's message: %v", err)
 	}
 	for _, c := range []struct {
