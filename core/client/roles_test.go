@@ -319,3 +319,50 @@ func testUnknownPolicyVersion(t *testing.T, w *world.World) {
 		t.Fatalf("carol's rejected Welcomes: %+v", rej)
 	}
 }
+
+// TestCOMP386_GroupWithoutVersionIsVersion1: a group whose context states
+// no role policy version — as every group created before the component
+// existed — is joined and run under version 1: its creator's commits,
+// which keep it without the component, apply at every member, and a
+// member's messages are read.
+func TestCOMP386_GroupWithoutVersionIsVersion1(t *testing.T) {
+	world.Each(t, []string{"embedded"}, testGroupWithoutVersion)
+}
+
+func testGroupWithoutVersion(t *testing.T, w *world.World) {
+	old := w.Member("old", world.Config{MLS: rogue.VersionEngine(0, policy.Version)})
+	bob, carol := w.Member("bob", world.Config{}), w.Member("carol", world.Config{})
+	g, err := old.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "from before", Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := g.ID()
+	world.SyncAll(old, bob)
+	if err := g.AddMembers(w.Ctx, carol.C.InboxID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetName(w.Ctx, "still from before"); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(old, bob, carol)
+	if _, err := bob.Conv(id).Send(w.Ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(old, bob, carol)
+	world.Agree(t, id, old, bob, carol)
+	for _, m := range []*world.Member{bob, carol} {
+		d, err := metadata.FromExtensions(viewOf(t, m, id).Extensions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := d.Get(metadata.ComponentPolicyVersion); ok {
+			t.Fatalf("%s's group states a policy version", m.Name)
+		}
+		if info := m.Info(id); info.PolicyVersion != 1 || info.Name != "still from before" {
+			t.Fatalf("%s: version %d, name %q", m.Name, info.PolicyVersion, info.Name)
+		}
+	}
+	if got := texts(t, carol, id); !slices.Contains(got, "hello") {
+		t.Fatalf("carol reads %q", got)
+	}
+}

@@ -52,10 +52,11 @@ func (r Member) Send(groupID []byte, kind ports.MessageKind, content []byte) (ui
 
 // VersionEngine returns an engine wrapper (for world.Config.MLS) under
 // which every group the member creates and every commit it makes states
-// role policy version v, while the member's own client is shown version
-// shown wherever it reads a group state: a creator whose groups, and the
-// Welcomes it sends, carry a policy version the other members may not
-// know.
+// role policy version v (none for 0), while the member's own client is
+// shown version shown wherever it reads a group state: a creator whose
+// groups, and the Welcomes it sends, carry a policy version the other
+// members may not know, or none, as groups created before the component
+// existed.
 func VersionEngine(v, shown uint16) func(ports.MLS) ports.MLS {
 	return func(m ports.MLS) ports.MLS { return &versionEngine{Engine: m.(*mlsfault.Engine), v: v, shown: shown} }
 }
