@@ -20,13 +20,13 @@ import (
 // a pending intent is republished with the same bytes, a merged one sends
 // its Welcomes (COMP-187).
 type intent struct {
-	State      string           `json:"state"`
-	Commit     []byte           `json:"commit"`
-	Welcome    []byte           `json:"welcome,omitempty"`
+	State   string `json:"state"`
+	Commit  []byte `json:"commit"`
+	Welcome []byte `json:"welcome,omitempty"`
 	// GroupInfo is the signed GroupInfo of the epoch the commit leads
 	// to, published with the commit on the group's GroupInfo topic
 	// (COMP-395); empty in an intent stored before GroupInfo was kept.
-	GroupInfo []byte `json:"group_info,omitempty"`
+	GroupInfo  []byte           `json:"group_info,omitempty"`
 	Recipients []join.Recipient `json:"recipients,omitempty"`
 	// MergedAt is the commit's sequence id once merged.
 	MergedAt uint64 `json:"merged_at,omitempty"`
