@@ -102,7 +102,7 @@ type memMember struct {
 	seed []byte
 }
 
-func memEngine(b *testing.B) memMember {
+func memEngine(b testing.TB) memMember {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	eng, err := mls.New(mls.Options{SignaturePrivateKey: priv.Seed(), PastEpochs: 2})
 	if err != nil {
@@ -111,7 +111,7 @@ func memEngine(b *testing.B) memMember {
 	return memMember{eng: eng, seed: priv.Seed()}
 }
 
-func memKeyPackage(b *testing.B, eng *mls.Engine, seed []byte, inbox string) ports.KeyPackageBundle {
+func memKeyPackage(b testing.TB, eng *mls.Engine, seed []byte, inbox string) ports.KeyPackageBundle {
 	cred, _ := proto.Marshal(&contentspb.MlsCredential{InboxId: inbox})
 	kp, err := eng.CreateKeyPackage(context.Background(), ports.KeyPackageOptions{Credential: cred, SignaturePrivateKey: seed,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),

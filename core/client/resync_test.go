@@ -284,25 +284,23 @@ func TestCOMP400_MembersRefuseOtherExternalCommits(t *testing.T) {
 			t.Fatal(err)
 		}
 		syncAll(alice, bob)
-		for _, m := range []*world.Member{alice, bob} {
-			if info := m.Info(id); info.Epoch != epoch {
-				t.Fatalf("%s moved to epoch %d on an outsider's external commit", m.Name, info.Epoch)
-			}
-			ms, err := m.Conv(id).Members(w.Ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if slices.ContainsFunc(ms, func(x client.Member) bool { return x.InboxID == carol.C.InboxID() }) {
-				t.Fatalf("%s lists the outsider as a member", m.Name)
-			}
-			local, err := m.Conv(id).LocalEntries(w.Ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(local) == 0 || local[len(local)-1].CommitResult != ports.CommitResultInvalid {
-				t.Fatalf("%s recorded no refusal of the outsider's commit: %+v", m.Name, local)
-			}
+		refused(t, id, epoch, carol.C.InboxID(), alice, bob)
+		// A key bob's inbox never associated, claiming bob's inbox and
+		// replacing his leaf: a recovery join but for the association.
+		mallory := memEngine(t)
+		kp = memKeyPackage(t, mallory.eng, mallory.seed, bob.C.InboxID())
+		if env, err = carol.Transport.QueryNewest(w.Ctx, groupInfoTopic(id)); err != nil {
+			t.Fatal(err)
 		}
+		if out, err = mallory.eng.JoinExternal(w.Ctx, newMemTx(), env.GetEnvelope().GetGroupMessage(), ports.ExternalJoinOptions{KeyPackage: kp, Recover: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := carol.Transport.Publish(w.Ctx, []*backendpb.ClientEnvelope{{TargetTopic: append([]byte{byte(ports.TopicGroupMessages)}, id...),
+			Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: out.Commit}}}); err != nil {
+			t.Fatal(err)
+		}
+		syncAll(alice, bob)
+		refused(t, id, epoch, "", alice, bob)
 		if _, err := g.Send(w.Ctx, []byte("still here")); err != nil {
 			t.Fatal(err)
 		}
@@ -311,6 +309,31 @@ func TestCOMP400_MembersRefuseOtherExternalCommits(t *testing.T) {
 			t.Fatalf("bob holds %q", got)
 		}
 	})
+}
+
+// refused fails the test unless every member stayed at epoch, does not
+// list outsider (when set), and recorded its newest commit as invalid.
+func refused(t *testing.T, id []byte, epoch uint64, outsider string, ms ...*world.Member) {
+	t.Helper()
+	for _, m := range ms {
+		if info := m.Info(id); info.Epoch != epoch {
+			t.Fatalf("%s moved to epoch %d on an external commit it must refuse", m.Name, info.Epoch)
+		}
+		members, err := m.Conv(id).Members(m.W.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if outsider != "" && slices.ContainsFunc(members, func(x client.Member) bool { return x.InboxID == outsider }) {
+			t.Fatalf("%s lists the outsider as a member", m.Name)
+		}
+		local, err := m.Conv(id).LocalEntries(m.W.Ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(local) == 0 || local[len(local)-1].CommitResult != ports.CommitResultInvalid {
+			t.Fatalf("%s recorded no refusal of the external commit: %+v", m.Name, local)
+		}
+	}
 }
 
 // carolLeaf returns the key package carol published, as the leaf of an
