@@ -141,7 +141,7 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 			if err != nil {
 				return err
 			}
-			in.Commit, in.Welcome, in.GroupInfo, in.Recipients = out.Commit, out.Welcome, out.GroupInfo, recipients
+			in.Commit, in.Welcome, in.GroupInfo, in.Recipients = out.Commit, out.Welcome, c.groupInfoToSend(groupID, out.GroupInfo), recipients
 			return saveIntent(ctx, tx, groupID, in)
 		})
 		if err != nil {

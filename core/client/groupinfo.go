@@ -29,6 +29,18 @@ func commitBatch(groupID, commit, groupInfo []byte) []*backendpb.ClientEnvelope 
 	return envs
 }
 
+// groupInfoToSend returns gi, or nil when it exceeds
+// Options.MaxGroupInfoBytes: a delivery service would refuse the whole
+// batch, the commit with it.
+func (c *Client) groupInfoToSend(groupID, gi []byte) []byte {
+	if len(gi) > c.opts.MaxGroupInfoBytes {
+		c.logger.Warn("GroupInfo too large to publish with the commit", "group", fmt.Sprintf("%x", groupID),
+			"bytes", len(gi), "limit", c.opts.MaxGroupInfoBytes)
+		return nil
+	}
+	return gi
+}
+
 // groupInfoHeader is what the client reads of a GroupInfo MLSMessage
 // before handing it to the engine, which verifies it: its group and
 // epoch.
@@ -116,6 +128,9 @@ func (c *Client) publishGroupInfo(ctx context.Context, groupID []byte, onlyIfNew
 	})
 	if err != nil {
 		return false, fmt.Errorf("group info of %x: %w", groupID, err)
+	}
+	if len(gi) > c.opts.MaxGroupInfoBytes {
+		return false, fmt.Errorf("group info of %x: %d bytes, limit %d: %w", groupID, len(gi), c.opts.MaxGroupInfoBytes, ports.ErrInvalidArgument)
 	}
 	if onlyIfNewer {
 		mine, _ := peekGroupInfo(gi)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"testing"
 
 	"github.com/regroup-mls/regroup/ports"
@@ -84,3 +85,18 @@ func (t *blobTx) Delete(_ context.Context, ns, key string) error {
 }
 
 func (t *blobTx) Keys(context.Context, string, string) ([]string, error) { return nil, nil }
+
+// COMP-395: a GroupInfo above Options.MaxGroupInfoBytes is left out of
+// the commit's batch, which a delivery service would refuse whole.
+func TestCOMP395_OversizedGroupInfoLeftOut(t *testing.T) {
+	c := &Client{opts: (&Options{MaxGroupInfoBytes: 4}).withDefaults(), logger: slog.New(slog.DiscardHandler)}
+	if got := c.groupInfoToSend([]byte{1}, []byte{1, 2, 3, 4}); len(got) != 4 {
+		t.Fatalf("a GroupInfo at the limit: %x", got)
+	}
+	if got := c.groupInfoToSend([]byte{1}, []byte{1, 2, 3, 4, 5}); got != nil {
+		t.Fatalf("a GroupInfo above the limit: %x", got)
+	}
+	if d := (&Options{}).withDefaults().MaxGroupInfoBytes; d != 1<<20-1<<10 {
+		t.Fatalf("default MaxGroupInfoBytes %d", d)
+	}
+}

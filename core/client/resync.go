@@ -150,7 +150,7 @@ func (c *Client) joinExternal(ctx context.Context, groupID []byte, kind external
 		if err != nil {
 			return 0, fmt.Errorf("external commit: %w", err)
 		}
-		seqs, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, out.Commit, out.GroupInfo))
+		seqs, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, out.Commit, c.groupInfoToSend(groupID, out.GroupInfo)))
 		if err != nil {
 			return 0, errors.Join(fmt.Errorf("external commit: publish: %w", err), c.clearPending(ctx, groupID))
 		}
