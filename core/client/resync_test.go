@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -345,4 +346,60 @@ func carolLeaf(t *testing.T, carol *world.Member) ports.KeyPackageBundle {
 		t.Fatalf("carol's key package: %v", err)
 	}
 	return ports.KeyPackageBundle{KeyPackage: env.GetEnvelope().GetKeyPackage().GetKeyPackageTlsSerialized()}
+}
+
+// publishHook runs before, once, ahead of the first Publish batch that
+// carries a GroupInfo: between a resync's read of the GroupInfo and its
+// commit reaching the delivery service.
+type publishHook struct {
+	ports.Transport
+	before func()
+}
+
+func (h *publishHook) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	if f := h.before; f != nil && slices.ContainsFunc(envs, func(e *backendpb.ClientEnvelope) bool {
+		return len(e.GetTargetTopic()) > 0 && e.GetTargetTopic()[0] == byte(ports.TopicGroupInfo)
+	}) {
+		h.before = nil
+		f()
+	}
+	return h.Transport.Publish(ctx, envs)
+}
+
+// COMP-398: a resync that another commit of the same epoch beats is not
+// merged: the member sees the other commit ahead of its own on the topic,
+// clears its external commit and resyncs from the newer GroupInfo, and
+// ends at the group's epoch.
+func TestCOMP398_ResyncBeatenByACommitRetries(t *testing.T) {
+	world.Each(t, world.Networked[:1], func(t *testing.T, w *world.World) {
+		hook := &publishHook{}
+		alice := rawMember(w, "alice", nil)
+		bob := w.Member("bob", world.Config{Transport: func(tr ports.Transport) ports.Transport { hook.Transport = tr; return hook }})
+		g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := g.ID()
+		bob.Sync()
+		hook.before = func() {
+			if err := g.SetName(w.Ctx, "first in the epoch"); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := bob.Conv(id).Resync(w.Ctx); err != nil {
+			t.Fatalf("resync: %v", err)
+		}
+		if hook.before != nil {
+			t.Fatal("the resync published no GroupInfo")
+		}
+		syncAll(alice, bob)
+		world.Agree(t, id, alice, bob)
+		if _, err := bob.Conv(id).Send(w.Ctx, []byte("in step")); err != nil {
+			t.Fatal(err)
+		}
+		syncAll(alice, bob)
+		if got := texts(t, alice, id); !slices.Contains(got, "in step") {
+			t.Fatalf("alice holds %q", got)
+		}
+	})
 }
