@@ -132,10 +132,16 @@ func (c *Client) joinExternal(ctx context.Context, groupID []byte, kind external
 	if !ok {
 		return 0, fmt.Errorf("external commit: the engine does not join by external commit: %w", ports.ErrUnsupported)
 	}
+	gi, h, giSeq, err := c.newestGroupInfo(ctx, groupID)
+	if err != nil {
+		return 0, err
+	}
+	own := map[uint64]bool{} // the GroupInfos of this installation's lost attempts
 	for attempt := 0; attempt < c.opts.CommitRetries; attempt++ {
-		gi, h, giSeq, err := c.newestGroupInfo(ctx, groupID)
-		if err != nil {
-			return 0, err
+		if attempt > 0 {
+			if gi, h, giSeq, err = c.followGroupInfo(ctx, groupID, gi, h, giSeq, own); err != nil {
+				return 0, err
+			}
 		}
 		leaf, err := c.leafBundle(ctx)
 		if err != nil {
@@ -155,6 +161,9 @@ func (c *Client) joinExternal(ctx context.Context, groupID []byte, kind external
 			return 0, errors.Join(fmt.Errorf("external commit: publish: %w", err), c.clearPending(ctx, groupID))
 		}
 		seq := seqs[0]
+		for _, s := range seqs[1:] {
+			own[s] = true
+		}
 		first, err := c.firstOfEpoch(ctx, groupID, giSeq, seq, h.epoch)
 		if err != nil {
 			return 0, err
@@ -173,6 +182,46 @@ func (c *Client) joinExternal(ctx context.Context, groupID []byte, kind external
 		return seq, nil
 	}
 	return 0, fmt.Errorf("external commit: %w after %d attempts", ErrCommitLost, c.opts.CommitRetries)
+}
+
+// followGroupInfo returns the GroupInfo of the group's newest epoch along
+// the branch members applied, starting from one of it (gi of epoch h.epoch
+// at seq): it reads the GroupInfo topic after seq and takes, for each next
+// epoch, the first GroupInfo of that epoch, skipping those of this
+// installation's own lost attempts. The topic holds them in the order of
+// their commits (one batch each, one sequence counter), and the first
+// commit of an epoch is the one members apply, so the first GroupInfo of
+// an epoch is its winner's; a later one is a lost commit's. When the topic
+// holds none of the next epoch it fails with [ErrNoGroupInfo]: the commit
+// that won went without one (COMP-397).
+func (c *Client) followGroupInfo(ctx context.Context, groupID, gi []byte, h groupInfoHeader, seq uint64, own map[uint64]bool) ([]byte, groupInfoHeader, uint64, error) {
+	start, after := h.epoch, seq
+	for {
+		envs, err := c.deps.Transport.Query(ctx, groupInfoTopic(groupID), after, pageSize)
+		if err != nil {
+			return nil, h, 0, fmt.Errorf("group info of %x: %w", groupID, err)
+		}
+		if len(envs) == 0 {
+			break
+		}
+		for _, e := range envs {
+			s := e.GetSequenceId()
+			if s <= after {
+				continue
+			}
+			after = s
+			next := e.GetEnvelope().GetGroupMessage()
+			nh, ok := peekGroupInfo(next)
+			if own[s] || !ok || !bytes.Equal(nh.groupID, groupID) || nh.epoch != h.epoch+1 {
+				continue
+			}
+			gi, h, seq = next, nh, s
+		}
+	}
+	if h.epoch == start {
+		return nil, h, 0, fmt.Errorf("group %x: no GroupInfo of epoch %d after the one this installation used: %w", groupID, start+1, ErrNoGroupInfo)
+	}
+	return gi, h, seq, nil
 }
 
 // clearPending drops the engine's pending (external) commit of the group.
