@@ -397,6 +397,13 @@ type ExternalJoinOptions struct {
 	// Resync removes, in the same commit, the leaf of the GroupInfo's tree
 	// that carries this installation's signature key (RFC 9420 §12.4.3.2).
 	Resync bool
+	// Recover removes, in the same commit, the leftmost leaf of the
+	// GroupInfo's tree that carries the key package's credential under
+	// another signature key: an installation of the joiner's own inbox
+	// that was lost (a recovery join). It fails with an error wrapping
+	// [ErrNotFound] when the tree holds no such leaf. Exclusive with
+	// Resync.
+	Recover bool
 }
 
 // MLSExternal is implemented by engines that publish GroupInfo and join

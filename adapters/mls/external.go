@@ -51,6 +51,23 @@ func (e *Engine) JoinExternal(ctx context.Context, tx ports.Tx, groupInfo []byte
 	}
 	leaf := kp.LeafNode
 	xo := &group.ExternalJoinOptions{GroupInfo: m.GroupInfo, Leaf: &leaf, SignaturePriv: e.opts.SignaturePrivateKey}
+	if opts.Resync && opts.Recover {
+		return ports.CommitOutput{}, fmt.Errorf("%w: resync and recover are exclusive", ports.ErrInvalidArgument)
+	}
+	if opts.Recover {
+		tree := pub.Tree()
+		for _, l := range tree.Members() {
+			old := tree.Leaf(l)
+			if !bytes.Equal(old.SignatureKey, leaf.SignatureKey) && old.Credential.Type == leaf.Credential.Type &&
+				bytes.Equal(old.Credential.Identity, leaf.Credential.Identity) {
+				xo.Resync = &l // the same Remove of a leaf with the joiner's credential
+				break
+			}
+		}
+		if xo.Resync == nil {
+			return ports.CommitOutput{}, fmt.Errorf("%w: recover: no other leaf with this installation's credential in the group info's tree", ports.ErrNotFound)
+		}
+	}
 	if opts.Resync {
 		tree := pub.Tree()
 		for _, l := range tree.Members() {

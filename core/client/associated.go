@@ -17,9 +17,10 @@ import (
 
 // needIdentity stops a batch whose commit adds an installation of an inbox
 // whose identity updates this client does not hold through the sequence id
-// the commit's GROUP_MEMBERSHIP names: the updates are fetched outside the
-// transaction, and the batch is processed again (COMP-238, see
-// checkAdded).
+// the commit's GROUP_MEMBERSHIP names (or, at sequence id 0, whose newest
+// state it has not fetched in this pass, for an external commit): the
+// updates are fetched outside the transaction, and the batch is processed
+// again (COMP-238, see checkAdded; COMP-400, see associatedIn).
 type needIdentity struct{ states []ports.IdentityRequest }
 
 func (n *needIdentity) Error() string {
@@ -109,12 +110,43 @@ func (c *Client) checkAdded(ctx context.Context, tx ports.Tx, after ports.GroupV
 	return nil
 }
 
+// associatedIn is the association check of an external commit's joiner
+// (COMP-400): the installation must be associated with its inbox in the
+// newest association state the delivery service reports, which is
+// fetched once per group pass (a [*needIdentity] with sequence id 0) and
+// then read from the updates this client holds, in tx.
+func (c *Client) associatedIn(ctx context.Context, tx ports.Tx) policy.Associated {
+	return func(inbox string, key []byte) (bool, error) {
+		if !c.fetched.has(inbox, 0) {
+			return false, &needIdentity{states: []ports.IdentityRequest{{InboxID: inbox}}}
+		}
+		highest, err := tx.IdentityCache().Highest(ctx, inbox)
+		if errors.Is(err, ports.ErrNotFound) || (err == nil && highest == 0) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		recs, err := tx.IdentityCache().List(ctx, inbox, highest)
+		if err != nil {
+			return false, err
+		}
+		st := identity.Fold(inbox, recs, highest)
+		return slices.ContainsFunc(st.InstallationKeys, func(k []byte) bool { return bytes.Equal(k, key) }), nil
+	}
+}
+
 // resolveIdentity fetches the identity updates a [*needIdentity] names,
 // outside any transaction, and remembers that it did; it returns a
 // function that forgets them again.
 func (c *Client) resolveIdentity(ctx context.Context, n *needIdentity) (forget func(), err error) {
 	for _, q := range n.states {
-		_, err := c.deps.Identity.AssociationState(ctx, q.InboxID, q.SequenceID)
+		var err error
+		if q.SequenceID == 0 { // the newest state the delivery service reports
+			_, err = c.resolveInbox(ctx, q.InboxID)
+		} else {
+			_, err = c.deps.Identity.AssociationState(ctx, q.InboxID, q.SequenceID)
+		}
 		if err != nil && !errors.Is(err, ports.ErrNotFound) {
 			return func() {}, fmt.Errorf("identity of an added installation: %w", err)
 		}

@@ -102,7 +102,7 @@ type memMember struct {
 	seed []byte
 }
 
-func memEngine(b *testing.B) memMember {
+func memEngine(b testing.TB) memMember {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	eng, err := mls.New(mls.Options{SignaturePrivateKey: priv.Seed(), PastEpochs: 2})
 	if err != nil {
@@ -111,7 +111,7 @@ func memEngine(b *testing.B) memMember {
 	return memMember{eng: eng, seed: priv.Seed()}
 }
 
-func memKeyPackage(b *testing.B, eng *mls.Engine, seed []byte, inbox string) ports.KeyPackageBundle {
+func memKeyPackage(b testing.TB, eng *mls.Engine, seed []byte, inbox string) ports.KeyPackageBundle {
 	cred, _ := proto.Marshal(&contentspb.MlsCredential{InboxId: inbox})
 	kp, err := eng.CreateKeyPackage(context.Background(), ports.KeyPackageOptions{Credential: cred, SignaturePrivateKey: seed,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
@@ -286,4 +286,51 @@ func rawCommitCost(b *testing.B, n int) time.Duration {
 		}
 	}
 	return time.Since(start)
+}
+
+// BenchmarkGroupInfoPerCommit measures what publishing the GroupInfo
+// beside every commit adds (COMP-395): the bytes of the GroupInfo (with
+// its ratchet tree) of a commit's epoch next to the bytes of the commit
+// itself (a full-path update, the reference), measured in the same run,
+// at 100 and 1,000 members with the real engine in memory. One op is the
+// engine building the GroupInfo of the current epoch.
+func BenchmarkGroupInfoPerCommit(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			creator, tx := memEngine(b), newMemTx()
+			gid := make([]byte, 32)
+			_, _ = rand.Read(gid)
+			if _, err := creator.eng.CreateGroup(ctx, tx, gid, memKeyPackage(b, creator.eng, creator.seed, "m0"), nil); err != nil {
+				b.Fatal(err)
+			}
+			adds := make([][]byte, 0, n-1)
+			for i := 1; i < n; i++ {
+				m := memEngine(b)
+				adds = append(adds, memKeyPackage(b, m.eng, m.seed, fmt.Sprintf("m%d", i)).KeyPackage)
+			}
+			if _, err := creator.eng.Commit(ctx, tx, gid, ports.CommitOptions{Add: adds}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := creator.eng.MergePending(ctx, tx, gid); err != nil {
+				b.Fatal(err)
+			}
+			out, err := creator.eng.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := creator.eng.MergePending(ctx, tx, gid); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := creator.eng.GroupInfo(ctx, tx, gid); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(out.GroupInfo)), "groupinfo-bytes")
+			b.ReportMetric(float64(len(out.Commit)), "commit-bytes")
+			b.ReportMetric(float64(len(out.GroupInfo))/float64(len(out.Commit)), "x-commit")
+		})
+	}
 }

@@ -20,9 +20,13 @@ import (
 // a pending intent is republished with the same bytes, a merged one sends
 // its Welcomes (COMP-187).
 type intent struct {
-	State      string           `json:"state"`
-	Commit     []byte           `json:"commit"`
-	Welcome    []byte           `json:"welcome,omitempty"`
+	State   string `json:"state"`
+	Commit  []byte `json:"commit"`
+	Welcome []byte `json:"welcome,omitempty"`
+	// GroupInfo is the signed GroupInfo of the epoch the commit leads
+	// to, published with the commit on the group's GroupInfo topic
+	// (COMP-395); empty in an intent stored before GroupInfo was kept.
+	GroupInfo  []byte           `json:"group_info,omitempty"`
 	Recipients []join.Recipient `json:"recipients,omitempty"`
 	// MergedAt is the commit's sequence id once merged.
 	MergedAt uint64 `json:"merged_at,omitempty"`
@@ -137,7 +141,7 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 			if err != nil {
 				return err
 			}
-			in.Commit, in.Welcome, in.Recipients = out.Commit, out.Welcome, recipients
+			in.Commit, in.Welcome, in.GroupInfo, in.Recipients = out.Commit, out.Welcome, c.groupInfoToSend(groupID, out.GroupInfo), recipients
 			return saveIntent(ctx, tx, groupID, in)
 		})
 		if err != nil {
@@ -186,8 +190,7 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 		return 0, false, err
 	}
 	if in.State == intentPending {
-		env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(groupID), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: in.Commit}}
-		if _, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env}); err != nil {
+		if _, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); err != nil {
 			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
 				return 0, false, c.dropIntent(ctx, groupID, true, err)
 			}

@@ -119,7 +119,7 @@ func (c *Client) CreateGroup(ctx context.Context, opts GroupOptions) (*Conversat
 		Set(metadata.ComponentName, []byte(opts.Name))
 	cv, err := c.create(ctx, ports.ConversationGroup, "", d)
 	if err != nil {
-		return nil, err
+		return cv, err
 	}
 	viewers := withoutInbox(dedupe(opts.Viewers), c.InboxID())
 	members := withoutInbox(dedupe(opts.Members), c.InboxID())
@@ -177,7 +177,7 @@ func (c *Client) CreateDM(ctx context.Context, peerInbox string) (*Conversation,
 		Set(metadata.ComponentDMMembers, metadata.EncodeDMMembers(c.InboxID(), peerInbox))
 	cv, err := c.create(ctx, ports.ConversationDM, metadata.DMID(c.InboxID(), peerInbox), d)
 	if err != nil {
-		return nil, err
+		return cv, err
 	}
 	if err := cv.addInitial(ctx, []string{peerInbox}, nil); err != nil {
 		return cv, fmt.Errorf("create dm: %w", err)
@@ -241,7 +241,18 @@ func (c *Client) create(ctx context.Context, ct ports.ConversationType, dmID str
 		return nil, fmt.Errorf("create: %w", err)
 	}
 	c.wakeWorkers()
-	return &Conversation{c: c, id: keys.GroupID}, nil
+	cv := &Conversation{c: c, id: keys.GroupID}
+	// The creation epoch's GroupInfo is the group's registration at a
+	// delivery service that follows public state (COMP-395). The group
+	// exists here either way; a failure is the caller's to retry with
+	// PublishGroupInfo.
+	unlock := c.lock(keys.GroupID)
+	_, err = c.publishGroupInfo(ctx, keys.GroupID, false)
+	unlock()
+	if err != nil {
+		return cv, fmt.Errorf("create: %w", err)
+	}
+	return cv, nil
 }
 
 // leafBundle creates the key package whose leaf node becomes this

@@ -95,10 +95,14 @@ func (r *reader) u64() uint64 {
 }
 
 // vector skips a variable-length vector (RFC 9420 §2.1.2).
-func (r *reader) vector() {
+func (r *reader) vector() { r.vectorBody() }
+
+// vectorBody reads a variable-length vector (RFC 9420 §2.1.2) and returns
+// its body, which shares memory with the input.
+func (r *reader) vectorBody() []byte {
 	first := r.take(1)
 	if first == nil {
-		return
+		return nil
 	}
 	n := int(first[0] & 0x3f)
 	switch first[0] >> 6 {
@@ -109,7 +113,7 @@ func (r *reader) vector() {
 		n = n<<24 | int(r.u8())<<16 | int(r.u16())
 	default:
 		r.bad = true
-		return
+		return nil
 	}
-	r.take(n)
+	return r.take(n)
 }

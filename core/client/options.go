@@ -91,6 +91,12 @@ type Options struct {
 	// falls that far behind, the oldest event is dropped and counted
 	// ([Client.DroppedEvents]).
 	EventBuffer int
+	// MaxGroupInfoBytes bounds the GroupInfo published beside a commit
+	// (COMP-395); a larger one is left out, and the commit goes alone.
+	// Default 1 MiB less 1 KiB: a delivery service's default envelope
+	// limit (1 MiB) less the envelope's own framing. A GroupInfo carries
+	// the ratchet tree, about 180 bytes per member.
+	MaxGroupInfoBytes int
 }
 
 func (o *Options) withDefaults() Options {
@@ -115,6 +121,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.EventBuffer <= 0 {
 		r.EventBuffer = 4096
+	}
+	if r.MaxGroupInfoBytes <= 0 {
+		r.MaxGroupInfoBytes = 1<<20 - 1<<10
 	}
 	return r
 }

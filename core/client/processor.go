@@ -382,16 +382,22 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		return err
 	}
 	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
-	if err == nil {
-		err = policy.Check(policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
-			Proposals: p.Proposals, SequenceID: e.seq}, ch)
-	}
-	if err == nil {
-		err = c.checkAdded(ctx, tx, *p.Staged, ch)
-		var need *needIdentity
-		if errors.As(err, &need) {
-			return err // fetched outside the transaction, then processed again
+	pc := policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
+		Proposals: p.Proposals, SequenceID: e.seq}
+	switch {
+	case err != nil:
+	case p.SenderType == ports.SenderNewMemberCommit:
+		// Only a resync or a recovery join (COMP-396, COMP-400); the
+		// association check stands in for checkAdded, which reads the
+		// GROUP_MEMBERSHIP an external commit cannot change.
+		_, err = policy.External(pc, c.associatedIn(ctx, tx))
+	default:
+		if err = policy.Check(pc, ch); err == nil {
+			err = c.checkAdded(ctx, tx, *p.Staged, ch)
 		}
+	}
+	if need := (*needIdentity)(nil); errors.As(err, &need) {
+		return need // fetched outside the transaction, then processed again
 	}
 	if err != nil {
 		// Every member rejects it, this installation's own commit included,

@@ -231,12 +231,12 @@ func testProposalsDoNotRide(t *testing.T, w *world.World) {
 }
 
 // TestCOMP244_ExternalCommitsRefused: inside an external commit a member
-// tries what it may not commit: a resync of its own leaf, and a leaf of an
-// outsider's inbox joined by itself. (A resync whose leaf names another
-// inbox the engine refuses to build; COMP-246 refuses it at every
-// receiver.) Every member refuses any external commit (COMP-180) and
-// records it invalid; the group goes on. Resyncs and recovery joins become
-// the accepted external commits with commit acceptance.
+// tries what it may not commit: a leaf of an outsider's inbox joined by
+// itself, which every member refuses (COMP-396) and records invalid while
+// the group goes on. A resync of its own leaf is one of the two external
+// commits members accept (COMP-396) and is applied. (A resync whose leaf
+// names another inbox the engine refuses to build; COMP-246 refuses it at
+// every receiver.)
 func TestCOMP244_ExternalCommitsRefused(t *testing.T) {
 	world.Each(t, world.Networked, testExternalCommitsRefused)
 }
@@ -253,6 +253,7 @@ func testExternalCommitsRefused(t *testing.T, w *world.World) {
 	world.SyncAll(all...)
 	r := rogue.Of(mallory)
 	var seqs []uint64
+	var resynced uint64
 	for _, act := range []struct {
 		name   string
 		inbox  string
@@ -270,6 +271,10 @@ func testExternalCommitsRefused(t *testing.T, w *world.World) {
 				t.Fatalf("%s took effect at %s", act.name, m.Name)
 			}
 		}
+		if act.resync {
+			resynced = seq
+			continue
+		}
 		seqs = append(seqs, seq)
 	}
 	if err := g.SetName(w.Ctx, "goes on"); err != nil {
@@ -286,6 +291,9 @@ func testExternalCommitsRefused(t *testing.T, w *world.World) {
 			if res := resultOf(t, m, id, seq); res == 0 || res == ports.CommitResultApplied {
 				t.Fatalf("%s recorded %v for the external commit %d, want a refusal", m.Name, res, seq)
 			}
+		}
+		if res := resultOf(t, m, id, resynced); res != ports.CommitResultApplied {
+			t.Fatalf("%s recorded %v for mallory's resync %d, want it applied", m.Name, res, resynced)
 		}
 	}
 }

@@ -36,7 +36,8 @@ func invalid(format string, args ...any) error {
 
 // ParseTopic splits a topic into its kind and identifier and checks the
 // identifier length of the kind (TOPIC-001, TOPIC-002): 16 or 32 bytes for
-// group messages, 32 for every other kind. It fails with an error wrapping
+// group messages and GroupInfo (both named by the group id), 32 for every
+// other kind. It fails with an error wrapping
 // [ports.ErrInvalidArgument] naming what is wrong.
 func ParseTopic(topic []byte) (ports.TopicKind, []byte, error) {
 	if len(topic) == 0 {
@@ -44,9 +45,9 @@ func ParseTopic(topic []byte) (ports.TopicKind, []byte, error) {
 	}
 	kind, id := ports.TopicKind(topic[0]), topic[1:]
 	switch kind {
-	case ports.TopicGroupMessages:
+	case ports.TopicGroupMessages, ports.TopicGroupInfo:
 		if len(id) != 16 && len(id) != 32 {
-			return 0, nil, invalid("group-message topic identifier is %d bytes, want 16 or 32", len(id))
+			return 0, nil, invalid("topic kind 0x%02x identifier is %d bytes, want 16 or 32 (a group id)", byte(kind), len(id))
 		}
 	case ports.TopicWelcomes, ports.TopicIdentityUpdates, ports.TopicKeyPackages, ports.TopicCommitLog:
 		if len(id) != 32 {
@@ -100,6 +101,7 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 	}
 	want := map[ports.TopicKind]string{
 		ports.TopicGroupMessages:   "group_message",
+		ports.TopicGroupInfo:       "group_message",
 		ports.TopicWelcomes:        "welcome_message",
 		ports.TopicIdentityUpdates: "identity_update",
 		ports.TopicKeyPackages:     "key_package",
@@ -115,7 +117,8 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 		}
 		return 0, because(RefusedPayload, invalid("envelope has no payload"))
 	case *backendpb.ClientEnvelope_GroupMessage:
-		if kind != ports.TopicGroupMessages {
+		// A GroupInfo is an MLSMessage too, carried as a group_message.
+		if kind != ports.TopicGroupMessages && kind != ports.TopicGroupInfo {
 			return 0, because(RefusedPayload, mismatch("group_message"))
 		}
 		if len(p.GroupMessage) == 0 {

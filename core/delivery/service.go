@@ -279,7 +279,8 @@ func (s *Service) expiry(kind ports.TopicKind, now time.Time) int64 {
 }
 
 // checkRead validates a topic for reading and applies the access policy:
-// group-message topics need an authenticated caller; commit-log and
+// group-message and GroupInfo topics need an authenticated caller (a
+// GroupInfo's tree names the members); commit-log and
 // welcome topics are capabilities, identity updates and key packages are
 // public.
 func checkRead(caller ports.Caller, topic []byte) (ports.TopicKind, error) {
@@ -287,8 +288,8 @@ func checkRead(caller ports.Caller, topic []byte) (ports.TopicKind, error) {
 	if err != nil {
 		return 0, err
 	}
-	if kind == ports.TopicGroupMessages && !caller.Authenticated() {
-		return 0, fmt.Errorf("%w: reading a group-message topic needs an authenticated connection", ports.ErrUnauthenticated)
+	if (kind == ports.TopicGroupMessages || kind == ports.TopicGroupInfo) && !caller.Authenticated() {
+		return 0, fmt.Errorf("%w: reading topic kind 0x%02x needs an authenticated connection", ports.ErrUnauthenticated, byte(kind))
 	}
 	return kind, nil
 }

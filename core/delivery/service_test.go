@@ -82,7 +82,8 @@ func TestCOMP040_Topics_IdentifierLength(t *testing.T) {
 		{ports.TopicIdentityUpdates, 32, true}, {ports.TopicIdentityUpdates, 33, false},
 		{ports.TopicKeyPackages, 32, true}, {ports.TopicKeyPackages, 0, false},
 		{ports.TopicCommitLog, 32, true}, {ports.TopicCommitLog, 16, false},
-		{0x05, 32, false},
+		{ports.TopicGroupInfo, 16, true}, {ports.TopicGroupInfo, 32, true}, {ports.TopicGroupInfo, 31, false},
+		{0x06, 32, false},
 	} {
 		_, _, err := ParseTopic(append([]byte{byte(c.kind)}, make([]byte, c.n)...))
 		if (err == nil) != c.ok {
@@ -361,5 +362,28 @@ func TestPublish_NeedsAClock(t *testing.T) {
 	_, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{transporttest.GroupMessage(transporttest.RandomGroupTopic(), []byte("x"))})
 	if !errors.Is(err, ports.ErrUnavailable) || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("Publish without a clock: %v", err)
+	}
+}
+
+// COMP-395: the GroupInfo topic (kind 0x05, named by the group id) takes
+// a group_message payload, refuses any other, and is read only over an
+// authenticated connection, as the group's message topic is.
+func TestCOMP395_GroupInfoTopicAdmission(t *testing.T) {
+	svc := New(newMemStore(), withClock(nil))
+	topic := append([]byte{byte(ports.TopicGroupInfo)}, make([]byte, 32)...)
+	gi := &backendpb.ClientEnvelope{TargetTopic: topic, Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: []byte("group info")}}
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{gi}); err != nil {
+		t.Fatalf("GroupInfo on its topic: %v", err)
+	}
+	if env, err := svc.QueryNewest(ctx(t), authed, topic); err != nil || string(env.GetEnvelope().GetGroupMessage()) != "group info" {
+		t.Fatalf("newest GroupInfo: %v, %v", env, err)
+	}
+	if _, err := svc.QueryNewest(ctx(t), ports.Caller{}, topic); !errors.Is(err, ports.ErrUnauthenticated) {
+		t.Fatalf("anonymous read of a GroupInfo topic: %v", err)
+	}
+	kp := keyPackage(make([]byte, 32))
+	kp.TargetTopic = topic
+	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{kp}); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("key package on a GroupInfo topic: %v", err)
 	}
 }

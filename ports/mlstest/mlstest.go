@@ -154,6 +154,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 	cases = append(cases, clientCases...)
 	cases = append(cases, welcomeCases...)
 	cases = append(cases, repairCases...)
+	cases = append(cases, recoverCases...)
 	cases = append(cases, proposalCases...)
 	cases = append(cases, selfRemoveCases...)
 	for _, c := range cases {
