@@ -63,6 +63,10 @@ func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) 
 	case framing.ContentProposal:
 		out.Kind = ports.ProcessedProposal
 	case framing.ContentCommit:
+		// RFC 9420 §7.3, by the rule the delivery service applies (COMP-315).
+		if err := checkAddedLifetimes(r.Pending.Proposals, e.now(), e.opts.LifetimeSkew); err != nil {
+			return fail(fmt.Errorf("%w: %v", ports.ErrInvalid, err))
+		}
 		if err := e.stage(ctx, tx, g, r.Pending, nsStaged, &out); err != nil {
 			return ports.Processed{}, err
 		}
