@@ -19,7 +19,8 @@ import (
 // refuses a commit adding a key package outside its lifetime, widened by
 // the same skew as the delivery service's validator, read from the
 // engine's clock; the validator on the same clock gives the same verdict
-// on every commit (RFC 9420 §7.3, COMP-315).
+// on every commit (RFC 9420 §7.3, COMP-315). ProcessAt judges at the
+// service's time instead (COMP-316).
 func TestCOMP315_MemberAndServiceAgreeOnAddedLifetimes(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Now().Truncate(time.Second)
@@ -112,5 +113,24 @@ func TestCOMP315_MemberAndServiceAgreeOnAddedLifetimes(t *testing.T) {
 				t.Fatalf("refused commit changed the group: %+v %v", v, err)
 			}
 		})
+	}
+
+	// COMP-316: the clock has moved three skews past t0; a commit the
+	// service accepted at t0 is followed when processed at the service's
+	// time, and refused at the engine's.
+	kp, err := c.engine.CreateKeyPackage(ctx, ports.KeyPackageOptions{Credential: cred, SignaturePrivateKey: c.sig,
+		NotBefore: t0.Add(-time.Minute), NotAfter: t0.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.engine.Process(ctx, b.tx, gid, late.Commit); !errors.Is(err, ports.ErrInvalid) {
+		t.Fatalf("late commit at the engine's clock: %v", err)
+	}
+	if p, err := b.engine.ProcessAt(ctx, b.tx, gid, late.Commit, t0); err != nil || p.Kind != ports.ProcessedCommit {
+		t.Fatalf("late commit at the service's time: %+v %v", p, err)
 	}
 }
