@@ -95,7 +95,7 @@ func TestCOMP315_MemberAndServiceAgreeOnAddedLifetimes(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk.Advance(tc.advance)
-			_, perr := b.engine.Process(ctx, b.tx, gid, out.Commit)
+			_, perr := b.engine.ProcessAt(ctx, b.tx, gid, out.Commit, clk.Now())
 			_, serr := pub.Apply(ctx, st.State, out.Commit)
 			if tc.wantAccepted {
 				if perr != nil || serr != nil {
@@ -116,8 +116,9 @@ func TestCOMP315_MemberAndServiceAgreeOnAddedLifetimes(t *testing.T) {
 	}
 
 	// COMP-316: the clock has moved three skews past t0; a commit the
-	// service accepted at t0 is followed when processed at the service's
-	// time, and refused at the engine's.
+	// service accepted at t0 is refused when judged at the engine's clock,
+	// followed when judged at the service's time, and followed by Process,
+	// which knows no receipt time and leaves lifetimes to the service.
 	kp, err := c.engine.CreateKeyPackage(ctx, ports.KeyPackageOptions{Credential: cred, SignaturePrivateKey: c.sig,
 		NotBefore: t0.Add(-time.Minute), NotAfter: t0.Add(time.Hour)})
 	if err != nil {
@@ -127,10 +128,13 @@ func TestCOMP315_MemberAndServiceAgreeOnAddedLifetimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.engine.Process(ctx, b.tx, gid, late.Commit); !errors.Is(err, ports.ErrInvalid) {
+	if _, err := b.engine.ProcessAt(ctx, b.tx, gid, late.Commit, clk.Now()); !errors.Is(err, ports.ErrInvalid) {
 		t.Fatalf("late commit at the engine's clock: %v", err)
 	}
 	if p, err := b.engine.ProcessAt(ctx, b.tx, gid, late.Commit, t0); err != nil || p.Kind != ports.ProcessedCommit {
 		t.Fatalf("late commit at the service's time: %+v %v", p, err)
+	}
+	if p, err := b.engine.Process(ctx, b.tx, gid, late.Commit); err != nil || p.Kind != ports.ProcessedCommit {
+		t.Fatalf("late commit without a receipt time: %+v %v", p, err)
 	}
 }
