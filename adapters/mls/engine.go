@@ -29,8 +29,14 @@ type Options struct {
 	// application messages (0 keeps none). A group this installation was
 	// removed from keeps none.
 	PastEpochs int
-	// Clock dates staged Welcomes; nil uses the system clock.
+	// Clock dates staged Welcomes and is the time the lifetimes of key
+	// packages a processed commit adds are checked against; nil uses the
+	// system clock.
 	Clock ports.Clock
+	// LifetimeSkew widens every added key package's lifetime by this much
+	// on both sides when processing a commit, as [PublicOptions] does for
+	// the delivery service; 0 means DefaultLifetimeSkew (COMP-315).
+	LifetimeSkew time.Duration
 	// CacheBytes bounds the states the engine keeps decoded between calls,
 	// by their stored size: 0 means DefaultCacheBytes, a negative value
 	// keeps none. A kept state is used only while the caller's
@@ -59,6 +65,7 @@ func New(opts Options) (*Engine, error) {
 	if _, err := s.SignaturePublicKey(opts.SignaturePrivateKey); err != nil {
 		return nil, fmt.Errorf("mls engine: %w", err)
 	}
+	opts.LifetimeSkew = lifetimeSkew(opts.LifetimeSkew)
 	return &Engine{suite: s, opts: opts, cache: newStateCache(opts.CacheBytes)}, nil
 }
 

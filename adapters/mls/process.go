@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
@@ -15,8 +16,20 @@ import (
 
 // Process processes one MLSMessage of the group; a commit is staged for
 // MergeStaged. It first drops whatever an earlier Process staged, so that
-// MergeStaged merges only the commit of the last one.
+// MergeStaged merges only the commit of the last one. It does not judge
+// the lifetimes of key packages a commit adds: without the time the
+// delivery service received the commit, a member catching up late would
+// refuse what the service rightly accepted (COMP-316); ProcessAt does.
 func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) (ports.Processed, error) {
+	return e.ProcessAt(ctx, tx, groupID, msg, time.Time{})
+}
+
+// ProcessAt is Process checking the lifetimes of key packages a commit
+// adds at time at, the time the delivery service received the message,
+// rather than at the engine's clock: a member catching up on old messages
+// then judges a commit as the service did when it accepted it (COMP-316).
+// A zero at checks no lifetime, as Process.
+func (e *Engine) ProcessAt(ctx context.Context, tx ports.Tx, groupID, msg []byte, at time.Time) (ports.Processed, error) {
 	g, err := e.load(ctx, tx, groupID)
 	if err != nil {
 		return ports.Processed{}, err
@@ -63,6 +76,12 @@ func (e *Engine) Process(ctx context.Context, tx ports.Tx, groupID, msg []byte) 
 	case framing.ContentProposal:
 		out.Kind = ports.ProcessedProposal
 	case framing.ContentCommit:
+		// RFC 9420 §7.3, by the rule the delivery service applies (COMP-315).
+		if !at.IsZero() {
+			if err := checkAddedLifetimes(r.Pending.Proposals, at, e.opts.LifetimeSkew); err != nil {
+				return fail(fmt.Errorf("%w: %v", ports.ErrInvalid, err))
+			}
+		}
 		if err := e.stage(ctx, tx, g, r.Pending, nsStaged, &out); err != nil {
 			return ports.Processed{}, err
 		}

@@ -18,10 +18,6 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// DefaultLifetimeSkew is how far outside a key package's lifetime
-// [PublicGroups] still accepts it in an Add (COMP-311).
-const DefaultLifetimeSkew = time.Hour
-
 // DefaultPublicCacheBytes is the default bound of a [PublicGroups]
 // validator's cache of decoded states, in bytes of encoded state: about
 // fifty states of a 1,000-member group (COMP-312).
@@ -61,9 +57,7 @@ func NewPublicGroups(opts *PublicOptions) *PublicGroups {
 	if opts != nil {
 		o = *opts
 	}
-	if o.LifetimeSkew == 0 {
-		o.LifetimeSkew = DefaultLifetimeSkew
-	}
+	o.LifetimeSkew = lifetimeSkew(o.LifetimeSkew)
 	return &PublicGroups{opts: o, cache: newPublicCache(o.CacheBytes)}
 }
 
@@ -211,14 +205,14 @@ func (p *PublicGroups) checkNewLeaves(c *message.Commit, props []group.CommitPro
 	if p.opts.Clock != nil {
 		now = p.opts.Clock.Now()
 	}
+	if err := checkAddedLifetimes(props, now, p.opts.LifetimeSkew); err != nil {
+		return err
+	}
 	for i, cp := range props {
 		switch pr := cp.Proposal; {
 		case pr.Type == message.ProposalAdd && pr.Add != nil:
 			ln := &pr.Add.KeyPackage.LeafNode
 			if err := checkCredential(ln); err != nil {
-				return fmt.Errorf("proposal %d: added leaf: %w", i, err)
-			}
-			if err := checkLifetime(ln.Lifetime, now, p.opts.LifetimeSkew); err != nil {
 				return fmt.Errorf("proposal %d: added leaf: %w", i, err)
 			}
 		case pr.Type == message.ProposalUpdate && pr.Update != nil:
@@ -243,20 +237,6 @@ func checkCredential(ln *message.LeafNode) error {
 	}
 	if inboxID(&ln.Credential) == "" {
 		return errors.New("credential names no inbox")
-	}
-	return nil
-}
-
-// checkLifetime requires now within lt widened by skew on both sides.
-func checkLifetime(lt message.Lifetime, now time.Time, skew time.Duration) error {
-	if skew < 0 {
-		skew = 0
-	}
-	t := now.Unix()
-	s := int64(skew / time.Second)
-	nb, na := int64(min(lt.NotBefore, 1<<62)), int64(min(lt.NotAfter, 1<<62))
-	if t+s < nb || t-s > na {
-		return fmt.Errorf("lifetime %d..%d does not hold time %d (skew %v)", lt.NotBefore, lt.NotAfter, t, skew)
 	}
 	return nil
 }
