@@ -197,7 +197,7 @@ func runForkRepair(n *net) {
 		return agree(id, all...)
 	}
 	for i := 0; i < 3; i++ {
-		if n.poll(40, repaired, all...) == nil {
+		if n.poll(16, repaired, all...) == nil {
 			break
 		}
 		n.clk.Advance(recovery.DefaultRefreshInterval)
