@@ -365,6 +365,7 @@ func runCorpus(t *testing.T, db string, reg *algorithm.Registry) {
 	// the plugin's fault: it is held on JOIN-087's clock, and rejected a
 	// day later when it still cannot be read.
 	plaintext := map[string]bool{
+		"JOIN-064 a pointee that does not authenticate":      true,
 		"JOIN-094 a pointer that is not well formed":         true,
 		"JOIN-026 a commit MLSMessage in place of a Welcome": true,
 	}

@@ -169,12 +169,12 @@ func (r *Receiver) openPointer(ctx context.Context, env *backendpb.OriginatorEnv
 	// bounds the anchor and the identity references (COMP-165).
 	o := opened{kp: kp, seq: min(pe.GetSequenceId(), env.GetSequenceId())}
 	if o.welcome, err = openPointee(ctx, aead, p.GetEncryptionKey(), p.GetDataNonce(), pv.GetData()); err != nil {
-		return opened{}, err
+		return opened{}, r.underHostedKey(err)
 	}
 	r.hosted.add(aead, o.welcome)
 	if len(pv.GetWelcomeMetadata()) > 0 {
 		if o.meta, err = openPointee(ctx, aead, p.GetEncryptionKey(), p.GetWelcomeMetadataNonce(), pv.GetWelcomeMetadata()); err != nil {
-			return opened{}, err
+			return opened{}, r.underHostedKey(err)
 		}
 		r.hosted.add(aead, o.meta)
 		o.hasMeta = true
@@ -194,6 +194,17 @@ func openPointee(ctx context.Context, aead ports.PointeeAEAD, key, nonce, ct []b
 		return nil, reject("JOIN-064", "pointee does not authenticate: %v", err)
 	}
 	return nil, local(err)
+}
+
+// underHostedKey marks a pointee that does not authenticate under a key a
+// plugin returned (the pointer's plaintext) as a refusal of that
+// plaintext: the plugin may have returned the wrong key (COMP-272).
+func (r *Receiver) underHostedKey(err error) error {
+	var rej *Rejection
+	if r.hosted.name != "" && errors.As(err, &rej) {
+		return &Rejection{Rule: rej.Rule, Err: rej.Err, plaintext: true}
+	}
+	return err
 }
 
 // pointeeDeadline is JOIN-094's: 3 days after the pointer's timestamp.
