@@ -17,13 +17,13 @@ import (
 )
 
 // crashReaddKills is how many times TestCrashReaddResponse kills the
-// readder: 3 in the ordinary test run, REGROUP_CRASH_KILLS when set (the
+// readder: 2 in the ordinary test run, REGROUP_CRASH_KILLS when set (the
 // long mode, e.g. REGROUP_CRASH_KILLS=30).
 func crashReaddKills() int {
 	if v, err := strconv.Atoi(os.Getenv("REGROUP_CRASH_KILLS")); err == nil && v > 0 {
 		return v
 	}
-	return 3
+	return 2
 }
 
 // TestCrashReaddResponse SIGKILLs a readder while it answers readd
