@@ -249,8 +249,8 @@ func (p *process) call(ctx context.Context, what string, f func(context.Context,
 	// every Welcome after it, for as long as the caller would wait
 	// (COMP-273). A launch above is bounded by StartTimeout instead.
 	rctx, cancel := context.WithTimeout(ctx, p.o.CallTimeout)
+	defer cancel() // after the error is read against rctx
 	err = f(rctx, g.rpc)
-	cancel()
 	if err != nil {
 		verdict, mapped := protocol.FromRPC(rctx, err)
 		switch verdict {
