@@ -44,6 +44,20 @@ type IdentityResult struct {
 	Err   error
 }
 
+// NewestIdentity is an optional ability of an [Identity], detected with a
+// type assertion: resolving an inbox's newest state from the newest
+// sequence id a delivery service reports for its topic (API-244) without
+// trusting that id, which no signature covers.
+type NewestIdentity interface {
+	// NewestUpTo fetches the inbox's identity updates after the highest
+	// held, reading its topic no further than reported, and returns the
+	// state at the highest verified update whose sequence id is at most
+	// reported; that update's id is the state's SequenceID. It returns an
+	// error wrapping [ErrNotFound] when no such update is held, and the
+	// fetch's error (wrapping [ErrUnavailable]) when the fetch failed.
+	NewestUpTo(ctx context.Context, inboxID string, reported uint64) (AssociationState, error)
+}
+
 // BatchIdentity is an optional ability of an [Identity], detected with a
 // type assertion: resolving many association states in one call.
 type BatchIdentity interface {

@@ -32,3 +32,14 @@ var (
 	// succeed when retried (JOIN-085).
 	ErrAlgorithmUnavailable = errors.New("algorithm implementation unavailable")
 )
+
+// Hosted is implemented by a [WrapperAlgorithm] or [PointeeAEAD] whose
+// implementation runs in another process (a plugin). Its results cross a
+// process boundary the algorithm's own authentication does not cover: a
+// plaintext it returns that cannot be read may be the process's fault, not
+// the ciphertext's, so core does not take it alone as proof of a corrupt
+// Welcome.
+type Hosted interface {
+	// HostedBy names the process that serves the algorithm.
+	HostedBy() string
+}

@@ -206,7 +206,7 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 	switch in.State {
 	case intentMerged:
 		if err := c.sendWelcomes(ctx, groupID, in); err != nil {
-			if in.Deliver {
+			if in.Deliver || (in.Strict && unknownWelcomes(err)) {
 				return in.MergedAt, true, c.holdWelcomes(ctx, groupID, in, err)
 			}
 			return in.MergedAt, false, err

@@ -42,21 +42,34 @@ func (c *Client) resolveInbox(ctx context.Context, inbox string) (ports.Associat
 	if seq == 0 {
 		return ports.AssociationState{}, fmt.Errorf("identity of %s: no identity update: %w", inbox, ports.ErrNotFound)
 	}
-	st, err := c.deps.Identity.AssociationState(ctx, inbox, seq)
+	st, err := c.stateAtReported(ctx, inbox, seq)
 	if err != nil {
 		return ports.AssociationState{}, fmt.Errorf("identity of %s: %w", inbox, err)
 	}
 	return st, nil
 }
 
+// stateAtReported resolves an inbox's state from the newest sequence id
+// the delivery service reported, which no signature covers: a resolver
+// that can (ports.NewestIdentity) answers at the highest verified update
+// up to it (COMP-274); another resolves that exact id.
+func (c *Client) stateAtReported(ctx context.Context, inbox string, seq uint64) (ports.AssociationState, error) {
+	if ni, ok := c.deps.Identity.(ports.NewestIdentity); ok {
+		return ni.NewestUpTo(ctx, inbox, seq)
+	}
+	return c.deps.Identity.AssociationState(ctx, inbox, seq)
+}
+
 // resolveInboxes resolves several inboxes as resolveInbox does: the newest
 // identity sequence id of each, asked of the delivery service a few at a
-// time, then every association state in one call when the resolver can
+// time, each state resolved beside it when the resolver takes a reported
+// id (ports.NewestIdentity), or every state in one call when it can
 // batch (ports.BatchIdentity). The states come back in the inboxes' order;
 // the first inbox that cannot be resolved fails the call.
 func (c *Client) resolveInboxes(ctx context.Context, inboxes []string) ([]ports.AssociationState, error) {
 	batch, ok := c.deps.Identity.(ports.BatchIdentity)
-	if !ok || len(inboxes) < 2 {
+	newest, isNewest := c.deps.Identity.(ports.NewestIdentity)
+	if (!ok && !isNewest) || len(inboxes) < 2 {
 		out := make([]ports.AssociationState, len(inboxes))
 		for i, inbox := range inboxes {
 			st, err := c.resolveInbox(ctx, inbox)
@@ -69,6 +82,7 @@ func (c *Client) resolveInboxes(ctx context.Context, inboxes []string) ([]ports.
 	}
 	reqs := make([]ports.IdentityRequest, len(inboxes))
 	errs := make([]error, len(inboxes))
+	out := make([]ports.AssociationState, len(inboxes))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i, inbox := range inboxes {
@@ -89,6 +103,10 @@ func (c *Client) resolveInboxes(ctx context.Context, inboxes []string) ([]ports.
 				errs[i] = fmt.Errorf("identity of %s: %w", inbox, err)
 			case seq == 0:
 				errs[i] = fmt.Errorf("identity of %s: no identity update: %w", inbox, ports.ErrNotFound)
+			case isNewest: // COMP-274
+				if out[i], err = newest.NewestUpTo(ctx, inbox, seq); err != nil {
+					errs[i] = fmt.Errorf("identity of %s: %w", inbox, err)
+				}
 			}
 			reqs[i].SequenceID = seq
 		}()
@@ -97,11 +115,13 @@ func (c *Client) resolveInboxes(ctx context.Context, inboxes []string) ([]ports.
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if isNewest {
+		return out, nil
+	}
 	res, err := batch.AssociationStates(ctx, reqs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ports.AssociationState, len(inboxes))
 	for i, r := range res {
 		if r.Err != nil {
 			return nil, fmt.Errorf("identity of %s: %w", inboxes[i], r.Err)

@@ -49,17 +49,30 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 		return nil, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
 	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, nil, cands), welcomesStrict); err != nil {
+		if errors.Is(err, recovery.ErrWelcomeNotStored) {
+			// Merged, its Welcomes in the outbox until stored (COMP-270).
+			return cv.id, fmt.Errorf("send one-shot: %w", err)
+		}
 		// Nothing processes a one-shot group again: its intent goes.
 		if derr := c.dropIntent(ctx, cv.id, true, nil); derr != nil {
 			c.logErr("drop one-shot intent", derr)
 		}
-		var we *welcomeError
-		if errors.As(err, &we) && (we.sent || !(errors.Is(err, ports.ErrInvalidArgument) || errors.Is(err, ports.ErrRateLimited))) {
+		if unknownWelcomes(err) {
 			return cv.id, fmt.Errorf("send one-shot: %w", err)
 		}
 		return cv.id, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
 	return cv.id, nil
+}
+
+// unknownWelcomes reports a failed publish of a merged commit's Welcomes
+// after which a recipient may hold one: an earlier batch was stored, or
+// the delivery service neither refused nor rate-limited them, so it may
+// have stored them before the answer was lost. A one-shot group's
+// Welcomes in that state go to the Welcome outbox (COMP-270).
+func unknownWelcomes(err error) bool {
+	var we *welcomeError
+	return errors.As(err, &we) && (we.sent || !(errors.Is(err, ports.ErrInvalidArgument) || errors.Is(err, ports.ErrRateLimited)))
 }
 
 // oneshotCandidates resolves the recipients of a one-shot group: each
@@ -105,8 +118,11 @@ func (c *Client) oneshotCandidates(ctx context.Context, inboxes []string) ([]str
 // ([recovery.Host]).
 type recoveryHost struct{ c *Client }
 
-func (h recoveryHost) CatchUp(ctx context.Context, groupID []byte) error {
-	return h.c.catchUp(ctx, groupID)
+func (h recoveryHost) CatchUp(ctx context.Context, groupID []byte) (uint64, error) {
+	if err := h.c.catchUp(ctx, groupID); err != nil {
+		return 0, err
+	}
+	return h.c.tails.ReadTo(string(groupID)), nil
 }
 
 func (h recoveryHost) Commit(ctx context.Context, groupID []byte, build recovery.Build) (uint64, error) {

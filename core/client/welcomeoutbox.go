@@ -55,7 +55,9 @@ func (c *Client) holdWelcomes(ctx context.Context, groupID []byte, in *intent, c
 		return fmt.Errorf("commit %d: keep its welcomes: %w", in.MergedAt, err)
 	}
 	c.logger.Warn("welcomes not stored; kept to publish again", "group", fmt.Sprintf("%x", groupID), "commit", in.MergedAt, "err", cause)
-	c.events.emit(WelcomesPendingEvent{GroupID: groupID, CommitSequenceID: in.MergedAt, Attempts: 1, Reason: cause.Error()})
+	if !in.Strict { // a one-shot group's are never streamed (FORK-052)
+		c.events.emit(WelcomesPendingEvent{GroupID: groupID, CommitSequenceID: in.MergedAt, Attempts: 1, Reason: cause.Error()})
+	}
 	return fmt.Errorf("commit %d: %w: %v", in.MergedAt, recovery.ErrWelcomeNotStored, cause)
 }
 
@@ -119,14 +121,19 @@ func (c *Client) resendWelcomes(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("welcome outbox: %w", err))
 			continue
 		}
+		oneshot := d.h.Intent.Strict // never streamed (FORK-052)
 		if sendErr != nil {
-			c.events.emit(WelcomesPendingEvent{GroupID: gid, CommitSequenceID: d.h.Intent.MergedAt, Attempts: d.h.Attempts + 1, Reason: sendErr.Error()})
+			if !oneshot {
+				c.events.emit(WelcomesPendingEvent{GroupID: gid, CommitSequenceID: d.h.Intent.MergedAt, Attempts: d.h.Attempts + 1, Reason: sendErr.Error()})
+			}
 			if !errors.Is(sendErr, ports.ErrInvalidArgument) {
 				errs = append(errs, sendErr)
 			}
 			continue
 		}
-		c.events.emit(WelcomesStoredEvent{GroupID: gid, CommitSequenceID: d.h.Intent.MergedAt})
+		if !oneshot {
+			c.events.emit(WelcomesStoredEvent{GroupID: gid, CommitSequenceID: d.h.Intent.MergedAt})
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -46,8 +46,9 @@ type Resolver struct {
 }
 
 var (
-	_ ports.Identity      = (*Resolver)(nil)
-	_ ports.BatchIdentity = (*Resolver)(nil)
+	_ ports.Identity       = (*Resolver)(nil)
+	_ ports.BatchIdentity  = (*Resolver)(nil)
+	_ ports.NewestIdentity = (*Resolver)(nil)
 )
 
 // errMissingDeps is returned by NewResolver for options without a store,
@@ -110,6 +111,51 @@ func (r *Resolver) Newest(ctx context.Context, inboxID string) (ports.Associatio
 		return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w: no update held", inboxID, ports.ErrNotFound)
 	}
 	return Fold(inboxID, recs, highest), nil
+}
+
+// NewestUpTo implements [ports.NewestIdentity]. The reported id is a
+// delivery service's unauthenticated claim (API-244): it only bounds how
+// far the topic is read, once, and never becomes the state's sequence id
+// by itself, which is always the id of a verified update (COMP-274). So a
+// newest id lied upward neither waits out the retry window for an update
+// that does not exist nor fails the lookup, and one lied downward answers
+// the state at the last verified update below it.
+func (r *Resolver) NewestUpTo(ctx context.Context, inboxID string, reported uint64) (ports.AssociationState, error) {
+	if _, err := Topic(inboxID); err != nil {
+		return ports.AssociationState{}, err
+	}
+	reported = min(reported, math.MaxInt64)
+	var after uint64
+	err := r.opts.Store.Tx(ctx, func(tx ports.Tx) (err error) {
+		after, err = tx.IdentityCache().Highest(ctx, inboxID)
+		return err
+	})
+	if err != nil {
+		return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w", inboxID, err)
+	}
+	if after < reported {
+		recs, ferr := r.fetch(ctx, inboxID, after, reported)
+		if len(recs) > 0 {
+			if err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error { return put(ctx, tx, recs) }); err != nil {
+				return ports.AssociationState{}, fmt.Errorf("store identity updates of %s: %w", inboxID, err)
+			}
+		}
+		if ferr != nil {
+			return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w", inboxID, ferr)
+		}
+	}
+	var recs []ports.IdentityUpdateRecord
+	err = r.opts.Store.Tx(ctx, func(tx ports.Tx) (err error) {
+		recs, err = tx.IdentityCache().List(ctx, inboxID, reported)
+		return err
+	})
+	if err != nil {
+		return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w", inboxID, err)
+	}
+	if len(recs) == 0 {
+		return ports.AssociationState{}, fmt.Errorf("newest association state of %s: %w: no verified update at or below %d", inboxID, ports.ErrNotFound, reported)
+	}
+	return Fold(inboxID, recs, recs[len(recs)-1].SequenceID), nil
 }
 
 // Sync fetches the inbox's identity updates after the highest one held and

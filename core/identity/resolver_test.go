@@ -201,3 +201,50 @@ func TestCOMP249_JunkAtAnExtremeIDHidesNoUpdate(t *testing.T) {
 		t.Fatalf("the revocation after the junk was not folded: %x", st.InstallationKeys)
 	}
 }
+
+// COMP-274: the newest id a delivery service reports for an identity
+// topic is not trusted. Lied upward, far past the topic's end, the
+// resolver answers at once (its clock never moves) with the state at the
+// highest verified update, whose id is that update's; lied downward, with
+// the state at the last verified update below it; junk placed at the
+// reported id is no update. Nothing verified at or below it is
+// ErrNotFound.
+func TestCOMP274_ReportedNewestIDIsOnlyABound(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	inner := memtransport.New(w.svc, nil)
+	rk := mustKey(t)
+	add, _ := identity.NewAdd(rk, mustKey(t), 1)
+	first := publish(t, inner, add)
+	add2, _ := identity.NewAdd(rk, mustKey(t), 2)
+	second := publish(t, inner, add2)
+	topic, _ := identity.Topic(add.GetInboxId())
+	junkAt := second + 1000
+	tr := &placing{Transport: inner, placed: []*backendpb.OriginatorEnvelope{
+		{SequenceId: junkAt, Envelope: &backendpb.ClientEnvelope{TargetTopic: topic}},
+	}}
+	r := w.resolver(t, tr, time.Hour) // a wait would never end: the clock does not move
+	ctx := context.Background()
+	inbox := add.GetInboxId()
+	for _, tc := range []struct {
+		name     string
+		reported uint64
+		want     uint64
+		keys     int
+	}{
+		{"lied upward past the junk", 1 << 62, second, 2},
+		{"at the junk", junkAt, second, 2},
+		{"honest", second, second, 2},
+		{"lied downward", second - 1, first, 1},
+	} {
+		st, err := r.NewestUpTo(ctx, inbox, tc.reported)
+		if err != nil || st.SequenceID != tc.want || len(st.InstallationKeys) != tc.keys {
+			t.Errorf("%s (%d): state at %d with %d keys, %v; want %d with %d", tc.name, tc.reported, st.SequenceID, len(st.InstallationKeys), err, tc.want, tc.keys)
+		}
+	}
+	if _, err := r.NewestUpTo(ctx, inbox, first-1); !errors.Is(err, ports.ErrNotFound) {
+		t.Errorf("below every update: %v, want ErrNotFound", err)
+	}
+	if w.clock.Waiters() != 0 {
+		t.Error("the resolver waited on the clock")
+	}
+}

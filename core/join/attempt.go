@@ -49,6 +49,7 @@ type heldGroup struct {
 // (JOIN-085).
 func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed bool, err error) {
 	r.authed = false
+	r.hosted.reset()
 	c, err := r.evaluate(ctx, h)
 	if err == nil {
 		if c.ct == ports.ConversationOneshot {
@@ -66,6 +67,9 @@ func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed boo
 	}
 	var rej *Rejection
 	var hd *Hold
+	if r.hosted.name != "" && plaintextRefusal(err) {
+		err = r.recheckHosted(ctx, h, err)
+	}
 	switch {
 	case errors.As(err, &rej):
 		return r.authed, r.rejectHeld(ctx, h, gid, rej)
@@ -91,15 +95,15 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 	}
 	if v, ok := mlsVersion(o.welcome); ok && v != mls10 {
 		// JOIN-087: a later protocol version; an upgrade can read it.
-		return nil, hold(HoldUnreadable, "JOIN-087", "the welcome is of mls version %d", v)
+		return nil, &Hold{Kind: HoldUnreadable, Rule: "JOIN-087", Err: fmt.Errorf("the welcome is of mls version %d", v), plaintext: true}
 	}
 	if !isWelcomeMessage(o.welcome) { // JOIN-026
-		return nil, reject("JOIN-026", "the wrapped payload is not an MLSMessage of wire_format mls_welcome")
+		return nil, unreadable("JOIN-026", "the wrapped payload is not an MLSMessage of wire_format mls_welcome")
 	}
 	var meta contentspb.WelcomeMetadata
 	if o.hasMeta {
 		if err := proto.Unmarshal(o.meta, &meta); err != nil {
-			return nil, reject("JOIN-036", "welcome_metadata does not decode: %v", err)
+			return nil, unreadable("JOIN-036", "welcome_metadata does not decode: %v", err)
 		}
 	}
 	if len(o.kp.InitPrivateKey) == 0 || len(o.kp.EncryptionPrivateKey) == 0 {
@@ -123,9 +127,9 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 	case errors.Is(err, ports.ErrUnsupported):
 		return nil, hold(HoldUnreadable, "JOIN-087", "%v", err)
 	case errors.Is(err, ports.ErrUndecryptable):
-		return nil, reject("JOIN-048", "group secrets do not decrypt: %v", err)
+		return nil, unreadable("JOIN-048", "group secrets do not decrypt: %v", err)
 	case errors.Is(err, ports.ErrInvalid):
-		return nil, reject("JOIN-048", "mls welcome: %v", err)
+		return nil, unreadable("JOIN-048", "mls welcome: %v", err)
 	case err != nil:
 		return nil, local(err)
 	case c.staged.HasPSKs:

@@ -18,6 +18,10 @@ var (
 type Rejection struct {
 	Rule string
 	Err  error
+	// plaintext marks a refusal of what a wrapper or pointee AEAD
+	// returned, before the MLS Welcome authenticated it: when a plugin
+	// returned it, the plugin may be at fault (COMP-272).
+	plaintext bool
 }
 
 func (r *Rejection) Error() string { return fmt.Sprintf("welcome rejected (%s): %v", r.Rule, r.Err) }
@@ -52,6 +56,9 @@ type Hold struct {
 	Kind HoldKind
 	Rule string
 	Err  error
+	// plaintext marks a hold for what a wrapper or pointee AEAD returned,
+	// before the MLS Welcome authenticated it (COMP-272).
+	plaintext bool
 }
 
 func (h *Hold) Error() string { return fmt.Sprintf("welcome held (%s): %v", h.Rule, h.Err) }
@@ -61,6 +68,20 @@ func (h *Hold) Unwrap() []error { return []error{ErrHeld, h.Err} }
 
 func reject(rule, format string, args ...any) error {
 	return &Rejection{Rule: rule, Err: fmt.Errorf(format, args...)}
+}
+
+// unreadable is reject for a plaintext that cannot be read as what it
+// should be, before MLS authenticated it (COMP-272).
+func unreadable(rule, format string, args ...any) error {
+	return &Rejection{Rule: rule, Err: fmt.Errorf(format, args...), plaintext: true}
+}
+
+// plaintextRefusal reports a rejection or hold of what a wrapper or
+// pointee AEAD returned, before MLS authenticated it.
+func plaintextRefusal(err error) bool {
+	var rej *Rejection
+	var hd *Hold
+	return (errors.As(err, &rej) && rej.plaintext) || (errors.As(err, &hd) && hd.plaintext)
 }
 
 func hold(kind HoldKind, rule, format string, args ...any) error {

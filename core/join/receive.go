@@ -147,6 +147,9 @@ type Receiver struct {
 	// authed reports that the current attempt opened a wrapper under one
 	// of this installation's keys. Guarded by sem.
 	authed bool
+	// hosted records the plaintexts plugins returned in the current
+	// attempt (COMP-272). Guarded by sem.
+	hosted hostedPlain
 }
 
 // ErrConfig reports a receiver built without a required dependency.

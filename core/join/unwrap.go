@@ -94,6 +94,7 @@ func (r *Receiver) unwrap(ctx context.Context, hpkePub []byte, alg ports.Wrapper
 			return kp, nil, local(errors.New("wrapper returned a wrong number of plaintexts"))
 		}
 		r.authed = true
+		r.hosted.add(w, plain...)
 		return kp, plain, nil
 	case errors.Is(err, ports.ErrUnsupportedAlgorithm):
 		return kp, nil, hold(HoldUnreadable, "JOIN-087", "%v", err)
@@ -122,14 +123,14 @@ func (r *Receiver) openPointer(ctx context.Context, env *backendpb.OriginatorEnv
 	}
 	var ptr contentspb.WelcomePointer
 	if err := proto.Unmarshal(plain[0], &ptr); err != nil {
-		return opened{}, reject("JOIN-048", "welcome pointer does not decode: %v", err)
+		return opened{}, unreadable("JOIN-048", "welcome pointer does not decode: %v", err)
 	}
 	p := ptr.GetWelcomeV1Pointer()
 	if p == nil {
 		return opened{}, hold(HoldUnreadable, "JOIN-087", "welcome pointer version variant is not supported")
 	}
 	if !wellFormed(p) {
-		return opened{}, reject("JOIN-094", "welcome pointer is not well formed (destination %d bytes, aead %v, key %d bytes, nonces %d and %d bytes)",
+		return opened{}, unreadable("JOIN-094", "welcome pointer is not well formed (destination %d bytes, aead %v, key %d bytes, nonces %d and %d bytes)",
 			len(p.GetDestination()), p.GetAeadType(), len(p.GetEncryptionKey()), len(p.GetDataNonce()), len(p.GetWelcomeMetadataNonce()))
 	}
 	aead, err := r.o.Algorithms.PointeeAEAD(ports.PointeeAEADID(p.GetAeadType()))
@@ -168,12 +169,14 @@ func (r *Receiver) openPointer(ctx context.Context, env *backendpb.OriginatorEnv
 	// bounds the anchor and the identity references (COMP-165).
 	o := opened{kp: kp, seq: min(pe.GetSequenceId(), env.GetSequenceId())}
 	if o.welcome, err = openPointee(ctx, aead, p.GetEncryptionKey(), p.GetDataNonce(), pv.GetData()); err != nil {
-		return opened{}, err
+		return opened{}, r.underHostedKey(err)
 	}
+	r.hosted.add(aead, o.welcome)
 	if len(pv.GetWelcomeMetadata()) > 0 {
 		if o.meta, err = openPointee(ctx, aead, p.GetEncryptionKey(), p.GetWelcomeMetadataNonce(), pv.GetWelcomeMetadata()); err != nil {
-			return opened{}, err
+			return opened{}, r.underHostedKey(err)
 		}
+		r.hosted.add(aead, o.meta)
 		o.hasMeta = true
 	}
 	return o, nil
@@ -191,6 +194,17 @@ func openPointee(ctx context.Context, aead ports.PointeeAEAD, key, nonce, ct []b
 		return nil, reject("JOIN-064", "pointee does not authenticate: %v", err)
 	}
 	return nil, local(err)
+}
+
+// underHostedKey marks a pointee that does not authenticate under a key a
+// plugin returned (the pointer's plaintext) as a refusal of that
+// plaintext: the plugin may have returned the wrong key (COMP-272).
+func (r *Receiver) underHostedKey(err error) error {
+	var rej *Rejection
+	if r.hosted.name != "" && errors.As(err, &rej) {
+		return &Rejection{Rule: rej.Rule, Err: rej.Err, plaintext: true}
+	}
+	return err
 }
 
 // pointeeDeadline is JOIN-094's: 3 days after the pointer's timestamp.

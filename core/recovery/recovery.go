@@ -59,8 +59,11 @@ type Build func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.C
 type Host interface {
 	// CatchUp processes every envelope of the group's message topic the
 	// client has not processed, in order, to the end the delivery service
-	// serves.
-	CatchUp(ctx context.Context, groupID []byte) error
+	// serves. It returns the highest sequence id its reads of the topic
+	// reached, junk it read past included (COMP-240): every envelope up
+	// to it was read and evaluated, though the stored cursor moved only
+	// over those the client authenticated (COMP-271).
+	CatchUp(ctx context.Context, groupID []byte) (uint64, error)
 	// Commit runs an own commit of the group to its end: it processes the
 	// topic, builds the commit with build on the newest state, publishes
 	// it, reads it back and merges it, and sends its Welcomes. A commit
@@ -73,7 +76,12 @@ type Host interface {
 	// each with every installation whose key package is valid; their
 	// installations receive msg as a Welcome. It returns the one-shot
 	// group's id. A failure after which no recipient can hold the Welcome
-	// wraps [ErrNotSent]; any other failure leaves the outcome unknown.
+	// wraps [ErrNotSent]. A commit that merged while the delivery service
+	// did not store its Welcomes, or left it unknown whether it did,
+	// wraps [ErrWelcomeNotStored]: the host keeps those Welcomes and
+	// publishes them again until they are stored (COMP-270), so the
+	// message is sent, once. Any other failure leaves the outcome unknown
+	// and nothing kept.
 	SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage, inboxes ...string) ([]byte, error)
 }
 

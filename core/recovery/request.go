@@ -97,6 +97,14 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 	case err == nil:
 		r.emit(Event{Kind: RequestSent, GroupID: groupID, InstallationKey: r.ownKey(), CommitSequenceID: req.GetLatestCommitSequenceId()})
 		return nil
+	case errors.Is(err, ErrWelcomeNotStored):
+		// Sent: the host publishes its Welcomes again until they are
+		// stored (COMP-270), and this request stays the only one
+		// (FORK-051).
+		r.o.Logger.Warn("readd request's welcomes not stored yet", "group", fmt.Sprintf("%x", groupID), "err", err)
+		r.emit(Event{Kind: RequestSent, GroupID: groupID, InstallationKey: r.ownKey(), CommitSequenceID: req.GetLatestCommitSequenceId(),
+			Reason: err.Error()})
+		return nil
 	case errors.Is(err, ErrNotSent):
 		// Nobody can hold it: clear the mark and try again later.
 		retry := r.o.Clock.Now().Add(r.o.RetryDelay)
@@ -110,8 +118,9 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		}
 		return err
 	}
-	// The outcome is unknown: a readder may hold it, so it is not sent
-	// again (the specification's known limitations).
+	// The outcome is unknown and the host could not keep the Welcomes to
+	// publish them again (a local failure): a readder may hold one, so
+	// it is not sent again (FORK-051).
 	return err
 }
 

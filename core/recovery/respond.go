@@ -98,7 +98,8 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	if err != nil {
 		return err
 	}
-	if err := r.o.Host.CatchUp(ctx, gid); err != nil {
+	read, err := r.o.Host.CatchUp(ctx, gid)
+	if err != nil {
 		return err
 	}
 	var cursor uint64
@@ -109,7 +110,11 @@ func (r *Recovery) respondGroup(ctx context.Context, gid []byte, reqs []ports.Re
 	}); err != nil {
 		return err
 	}
-	if cursor < highest {
+	// Junk read past counts as processed (COMP-271): the stored cursor
+	// stays below an envelope the client could not authenticate — a
+	// duplicate of a commit whose publish answer was lost, a forgery —
+	// and would keep the request for ever.
+	if max(cursor, read) < highest {
 		return nil // kept: the topic served less than it reported
 	}
 	var errs []error

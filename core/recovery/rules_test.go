@@ -15,6 +15,7 @@ import (
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/mlsfault"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // The rules of sections 6 to 8, one test each, on the embedded
@@ -133,13 +134,15 @@ func TestFORK051_OneRequestPerFork(t *testing.T) {
 	}
 
 	// An unknown outcome: the first attempt is stored, every answer lost.
+	// The Welcome goes to the outbox and is published again once (a
+	// second copy of the same Welcome); the request stays the only one.
 	lost := publishFault{err: ports.ErrUnavailable}
 	ft.failWelcomes(publishFault{store: true, err: ports.ErrUnavailable}, lost, lost, lost)
 	bobGroup := group(t, alice, bob)
 	bob.Engine.Arm(bobGroup, mlsfault.MisrecordAuthenticator)
 	commit(t, alice, bobGroup)
-	if err := bob.C.SyncAll(w.Ctx); !errors.Is(err, ports.ErrUnavailable) || errors.Is(err, recovery.ErrNotSent) {
-		t.Fatalf("bob's sync = %v; want the outcome unknown", err)
+	if err := bob.C.SyncAll(w.Ctx); errors.Is(err, recovery.ErrNotSent) {
+		t.Fatalf("bob's sync = %v; want the outcome unknown, the Welcome kept", err)
 	}
 	before := len(oneshots(t, bob))
 	clk.Advance(recovery.DefaultRetryDelay)
@@ -152,6 +155,58 @@ func TestFORK051_OneRequestPerFork(t *testing.T) {
 	}
 	if st := status(t, alice, bobGroup, key(bob)); !st.Requested {
 		t.Fatalf("the stored Welcome did not reach alice: %+v", st)
+	}
+}
+
+// FORK-051, COMP-270: a request whose Welcome publish had an unknown
+// outcome and in fact reached nobody (every attempt lost before it was
+// stored) is not lost: the one-shot group's Welcome is kept and
+// published again until stored, so the readder receives that one
+// request, and no second request or one-shot group is ever made.
+func TestFORK051_UnknownOutcomeDelivered(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	var ft *faultTransport
+	clk := clock.NewFake(time.Now())
+	alice := w.Member("alice", world.Config{Options: &client.Options{Recovery: client.RecoveryPolicy{DisableResponses: true}}})
+	bob := w.Member("bob", world.Config{Options: requester, Clock: clk,
+		Transport: func(tr ports.Transport) ports.Transport { ft = wrapFaults(tr); return ft }})
+	id := group(t, alice, bob)
+
+	lost := publishFault{err: ports.ErrUnavailable}
+	for i := 0; i < 64; i++ {
+		ft.failWelcomes(lost)
+	}
+	bob.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
+	commit(t, alice, id)
+	for i := 0; i < 3; i++ {
+		if err := bob.C.SyncAll(w.Ctx); errors.Is(err, recovery.ErrNotSent) {
+			t.Fatalf("bob's sync = %v; want the outcome unknown, the Welcome kept", err)
+		}
+		alice.Sync()
+		clk.Advance(2 * time.Second) // the outbox's first delays
+	}
+	if st := status(t, bob, id, key(bob)); !st.Requested {
+		t.Fatalf("bob cleared the mark after an unknown outcome: %+v", st)
+	}
+	if st := status(t, alice, id, key(bob)); st.Requested {
+		t.Fatalf("alice holds a request whose every publish was lost: %+v", st)
+	}
+	// The service stores again: the kept Welcome reaches alice.
+	ft.mu.Lock()
+	ft.welcomeFaults = nil
+	ft.mu.Unlock()
+	clk.Advance(recovery.DefaultRetryDelay)
+	for i := 0; i < 4; i++ {
+		bob.Sync()
+		clk.Advance(10 * time.Second)
+	}
+	alice.Sync()
+	if n := len(oneshots(t, bob)); n != 1 {
+		t.Fatalf("bob made %d one-shot groups; want the one request (FORK-051)", n)
+	}
+	if st := status(t, alice, id, key(bob)); !st.Requested || st.RequestedAt == 0 {
+		t.Fatalf("the kept Welcome never reached alice: %+v", st)
 	}
 }
 
@@ -429,6 +484,42 @@ func TestFORK071_ResponsesDisabled(t *testing.T) {
 	}
 	if st := status(t, alice, id, key(bob)); !st.Requested {
 		t.Fatalf("alice dropped the request: %+v", st)
+	}
+}
+
+// FORK-080, COMP-271: envelopes the readder read past without
+// authenticating them count as processed. A copy of the group's last
+// commit stored again at a higher id (a publish whose answer was lost,
+// sent again) is junk to every member, so the stored cursor stays below
+// the newest id the service reports; the readder still answers the
+// request.
+func TestFORK080_JunkAtTheTopIsProcessed(t *testing.T) {
+	t.Parallel()
+	w := world.New(t, "embedded")
+	alice := w.Member("alice", world.Config{})
+	bob := w.Member("bob", world.Config{})
+	id := group(t, alice, bob)
+	commit(t, alice, id)
+	world.SyncAll(alice, bob)
+	topic := append([]byte{byte(ports.TopicGroupMessages)}, id...)
+	last, err := alice.Transport.QueryNewest(w.Ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &backendpb.ClientEnvelope{TargetTopic: topic,
+		Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: last.GetEnvelope().GetGroupMessage()}}
+	seqs, err := bob.Transport.Publish(w.Ctx, []*backendpb.ClientEnvelope{env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	if cur := alice.Info(id).Cursor; cur >= seqs[0] {
+		t.Fatalf("alice's cursor %d moved over the copy at %d", cur, seqs[0])
+	}
+	request(t, bob, id, bob.Info(id).Cursor, alice)
+	world.SyncAll(alice, bob)
+	if got := readdsOf(t, alice, id, key(bob)); len(got) != 1 {
+		t.Fatalf("alice merged readds of bob at %v; want one, junk above her cursor being read", got)
 	}
 }
 

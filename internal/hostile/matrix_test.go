@@ -10,19 +10,9 @@ import (
 )
 
 // skipped names the faults a scenario cannot yet hold its invariants
-// under, with the reason, keyed by fault and scenario name.
-var skipped = map[transportfault.Fault]map[string]string{
-	transportfault.Drop:           {"fork-repair": readdStall},
-	transportfault.PublishUnknown: {"fork-repair": readdStall},
-	transportfault.NewestUp:       {"fork-repair": readdStall},
-	transportfault.NewestDown:     {"fork-repair": readdStall},
-}
-
-// readdStall is the open finding that fork repair does not yet hold its
-// invariant under faults that lose or misreport the one-shot request.
-const readdStall = "open finding F1 (docs/reliability.md): a readd request whose one-shot send had an unknown outcome " +
-	"is never sent again (FORK-051), and a readder that could not join the one-shot group (a lost answer, a lying " +
-	"newest id) never answers it, so the repair can stall for ever"
+// under, with the reason, keyed by fault and scenario name. Every
+// scenario holds under every fault.
+var skipped = map[transportfault.Fault]map[string]string{}
 
 // TestFaults runs every scenario under each fault alone (under the race
 // detector, one scenario per fault unless REGROUP_HOSTILE_MIXES is set), at a rate of

@@ -105,11 +105,21 @@ func (n *net) ok(m *world.Member, what string, err error) {
 // done's last answer after n.rounds rounds.
 func (n *net) settle(what string, done func() error, ms ...*world.Member) {
 	n.t.Helper()
-	var last error
 	rounds := n.rounds
 	if rounds == 0 {
 		rounds = 24
 	}
+	if last := n.poll(rounds, done, ms...); last != nil {
+		n.fail(what, rounds, last, ms...)
+	}
+}
+
+// poll runs up to rounds sync rounds of every member as settle does and
+// returns nil once done holds after at least two rounds, done's last
+// answer otherwise.
+func (n *net) poll(rounds int, done func() error, ms ...*world.Member) error {
+	n.t.Helper()
+	var last error
 	for round := 0; round < rounds; round++ {
 		for _, m := range ms {
 			if err := m.C.SyncAll(n.w.Ctx); err != nil {
@@ -123,9 +133,16 @@ func (n *net) settle(what string, done func() error, ms ...*world.Member) {
 		}
 		n.clk.Advance(11 * time.Second)
 		if last = done(); last == nil && round >= 1 {
-			return
+			return nil
 		}
 	}
+	return last
+}
+
+// fail reports the members' state and the pass errors seen, and fails
+// the test: what's invariant was still broken (last) after rounds rounds.
+func (n *net) fail(what string, rounds int, last error, ms ...*world.Member) {
+	n.t.Helper()
 	var seen []string
 	for e := range n.errs {
 		seen = append(seen, e)

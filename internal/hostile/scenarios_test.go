@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/mlsfault"
@@ -179,15 +180,14 @@ func runForkRepair(n *net) {
 
 	// Bob's log records another epoch authenticator for the next commit:
 	// his log forks, the others' does not, and the readd repairs him.
-	b.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
-	update(n, a, id)
+	forkBob(n, id, a, b, c)
 	key := b.C.InstallationKey()
 	// A readd request that reached nobody waits a minute of the clock
-	// before it is sent again (FORK-051); under a lossy service that takes
-	// several attempts.
-	n.rounds = 120
-	defer func() { n.rounds = 0 }()
-	n.settle("repaired", func() error {
+	// before it is sent again (FORK-051); a readder that found no valid
+	// key package for bob (a newest id lied downward) waits the refresh
+	// interval (FORK-062). Under a lossy service that takes several
+	// attempts, so the clock also jumps past the refresh interval.
+	repaired := func() error {
 		for _, m := range []*world.Member{a, c} {
 			r, err := readds(m, id, key)
 			if err != nil || len(r) == 0 {
@@ -195,7 +195,14 @@ func runForkRepair(n *net) {
 			}
 		}
 		return agree(id, all...)
-	}, all...)
+	}
+	for i := 0; i < 3; i++ {
+		if n.poll(16, repaired, all...) == nil {
+			break
+		}
+		n.clk.Advance(recovery.DefaultRefreshInterval)
+	}
+	n.settle("repaired", repaired, all...)
 	update(n, c, id)
 	want := ports.ForkNotForked
 	n.settle("converge", func() error {
@@ -207,6 +214,39 @@ func runForkRepair(n *net) {
 		}
 		return errors.Join(errs...)
 	}, all...)
+}
+
+// forkBob forks bob's log in group id: alice commits while bob's engine
+// records another epoch authenticator for the commit. Bob reads forked
+// only when the misrecorded commit is the newest he shares with alice's
+// log; when a lossy service made alice commit again before bob read her
+// entry, the later entries agree and he does not (the fork state follows
+// the newest shared commit), so the fault is armed again until he reads
+// forked or is already readded.
+func forkBob(n *net, id []byte, a, b, c *world.Member) {
+	n.t.Helper()
+	all := []*world.Member{a, b, c}
+	// Forked, or already readded: the repair may start in the same round.
+	bobForked := func() error {
+		if r, err := readds(a, id, b.C.InstallationKey()); err == nil && len(r) > 0 {
+			return nil
+		}
+		st, err := b.Conv(id).ForkState(n.w.Ctx)
+		if err == nil && st.State != ports.ForkForked {
+			err = fmt.Errorf("bob: fork state %v", st.State)
+		}
+		return err
+	}
+	for i := 0; i < 5; i++ {
+		n.settle("caught up", func() error { return agree(id, all...) }, all...)
+		b.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
+		update(n, a, id)
+		if n.poll(24, bobForked, all...) == nil {
+			return
+		}
+		b.Engine.Disarm(id)
+	}
+	n.t.Fatal("bob's log never forked")
 }
 
 func runKeyRotation(n *net) {

@@ -27,8 +27,8 @@
 //
 // # Errors
 //
-// Every call runs under the caller's ctx (bounded by [Options.CallTimeout]
-// when ctx has no deadline). Arguments the declaration rules out fail
+// Every call runs under the caller's ctx; its reply is bounded by
+// [Options.CallTimeout] whatever the ctx's deadline. Arguments the declaration rules out fail
 // before the call with ports.ErrInvalidKey or ports.ErrInvalidInput. A
 // plugin that crashes, exits, does not answer before the deadline, or whose
 // call the caller cancels yields an error wrapping
@@ -80,7 +80,9 @@ type Options struct {
 	// StartTimeout bounds the launch of one plugin process (default 20s);
 	// the caller's ctx bounds it too.
 	StartTimeout time.Duration
-	// CallTimeout bounds a call whose ctx carries no deadline (default 30s).
+	// CallTimeout bounds the reply of every call to a plugin process, and
+	// a whole call whose ctx carries no deadline (default 30s); a caller's
+	// earlier deadline still applies.
 	CallTimeout time.Duration
 	// Logger receives go-plugin's logs and the plugins' stderr (default:
 	// warnings and above on stderr).

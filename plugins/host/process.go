@@ -244,9 +244,15 @@ func (p *process) call(ctx context.Context, what string, f func(context.Context,
 	if err != nil {
 		return fmt.Errorf("%s via plugin %s: %w", what, p.bin.name, err)
 	}
-	err = f(ctx, g.rpc)
+	// The reply is bounded by CallTimeout even under a later deadline of
+	// the caller's: a hung plugin must not hold a Welcome's attempt, and
+	// every Welcome after it, for as long as the caller would wait
+	// (COMP-273). A launch above is bounded by StartTimeout instead.
+	rctx, cancel := context.WithTimeout(ctx, p.o.CallTimeout)
+	defer cancel() // after the error is read against rctx
+	err = f(rctx, g.rpc)
 	if err != nil {
-		verdict, mapped := protocol.FromRPC(ctx, err)
+		verdict, mapped := protocol.FromRPC(rctx, err)
 		switch verdict {
 		case protocol.Dead:
 			g.retire()

@@ -54,10 +54,17 @@ type remoteWrapper struct {
 	timeout time.Duration
 }
 
-var _ ports.WrapperAlgorithm = (*remoteWrapper)(nil)
+var (
+	_ ports.WrapperAlgorithm = (*remoteWrapper)(nil)
+	_ ports.Hosted           = (*remoteWrapper)(nil)
+	_ ports.Hosted           = (*remoteAEAD)(nil)
+)
 
 func (w *remoteWrapper) ID() ports.WrapperAlgorithmID { return w.id }
-func (w *remoteWrapper) PublicKeySize() int           { return w.pubSize }
+
+// HostedBy names the plugin that serves the wrapper ([ports.Hosted]).
+func (w *remoteWrapper) HostedBy() string   { return w.c.name() }
+func (w *remoteWrapper) PublicKeySize() int { return w.pubSize }
 
 func (w *remoteWrapper) checkPub(what string, pub []byte) error {
 	if len(pub) != w.pubSize {
@@ -200,8 +207,11 @@ type remoteAEAD struct {
 var _ ports.PointeeAEAD = (*remoteAEAD)(nil)
 
 func (a *remoteAEAD) ID() ports.PointeeAEADID { return a.id }
-func (a *remoteAEAD) KeySize() int            { return a.keySize }
-func (a *remoteAEAD) NonceSize() int          { return a.nonceSize }
+
+// HostedBy names the plugin that serves the AEAD ([ports.Hosted]).
+func (a *remoteAEAD) HostedBy() string { return a.c.name() }
+func (a *remoteAEAD) KeySize() int     { return a.keySize }
+func (a *remoteAEAD) NonceSize() int   { return a.nonceSize }
 
 // checkArgs checks what the pointee AEAD contract fixes before a call.
 func (a *remoteAEAD) checkArgs(ctx context.Context, what string, key, nonce []byte) error {

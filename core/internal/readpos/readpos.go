@@ -47,6 +47,16 @@ type mark struct {
 // maxSums bounds the junk digests a run keeps.
 const maxSums = 1024
 
+// ReadTo returns how far the passes of this process read the topic named
+// key past its durable position, junk included: every envelope up to it
+// was read and evaluated. It is 0 when they read no junk past the durable
+// position, which is then as far as they read.
+func (t *Tracker) ReadTo(key string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[key].readTo
+}
+
 // Pass is one read pass over a topic.
 type Pass struct {
 	t       *Tracker
