@@ -125,7 +125,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "regroup %s: %s\nusage: regroup %s %s\n", cmd.name, escape(err.Error(), true), cmd.name, cmd.args)
-		if e.o.json {
+		if e.o.json || wantsJSON(rest) {
 			emitError(stdout, cmd.name, exitUsage, err.Error())
 		}
 		return exitUsage
@@ -141,7 +141,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if s == nil {
 			s = e.failed
 		}
-		msg := explain(ctx, err, s, e.o)
+		msg := errorText(explain(ctx, err, s, e.o))
 		fmt.Fprintf(stderr, "regroup %s: %s\n", cmd.name, escape(msg, true))
 		if e.o.json {
 			emitError(stdout, cmd.name, exitCode(err), msg)
@@ -177,6 +177,20 @@ func runCommand(ctx context.Context, cmd command, e *env, stderr io.Writer) erro
 		e.s.progressOut = stderr
 	}
 	return cmd.run(ctx, e)
+}
+
+// wantsJSON reports whether a command line that could not be parsed asks
+// for --json, so that its usage error is a JSON document too.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		}
+	}
+	return false
 }
 
 // findCommand finds the command named by the first one or two words of
