@@ -197,6 +197,17 @@ func wantsJSON(args []string) bool {
 // args (`group` takes a subcommand) and returns the rest.
 func findCommand(args []string) (command, []string, error) {
 	lead, args := leadingFlags(args)
+	global := newFlagSet(command{}, &opts{})
+	for i := 0; i < len(lead); i++ {
+		name, _, value := strings.Cut(strings.TrimLeft(lead[i], "-"), "=")
+		f := global.Lookup(name)
+		if f == nil {
+			return command{}, nil, fmt.Errorf("unknown flag %s before the command; `regroup help` lists the flags", lead[i])
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !value && !(ok && b.IsBoolFlag()) {
+			i++ // its value
+		}
+	}
 	if len(args) == 0 {
 		return command{}, nil, fmt.Errorf("no command; run `regroup help`")
 	}

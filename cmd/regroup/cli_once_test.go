@@ -53,6 +53,7 @@ func TestCLIErrorsPrintedOnce(t *testing.T) {
 			{"--home", alice.home, "read", "nosuch"},
 			{"--home", alice.home, "read", "--bogus", group.ID},
 			{"--home", alice.home, "read"},
+			{"--home", alice.home, "read", "--limit", "-1", group.ID},
 			{"--home", alice.home, "sync", "nosuch"},
 			{"--home", alice.home, "sync", "--inject-fault", "bogus", group.ID},
 			{"--home", alice.home, "fork-status", "nosuch"},
