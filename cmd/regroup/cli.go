@@ -108,6 +108,9 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd, rest, err := findCommand(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "regroup: %v\n", err)
+		if wantsJSON(args) {
+			emitError(stdout, "", exitUsage, err.Error())
+		}
 		return exitUsage
 	}
 	switch cmd.name {

@@ -88,7 +88,7 @@ func TestCLIErrorsPrintedOnce(t *testing.T) {
 	run := func() {
 		for _, args := range failing() {
 			check(args, false)
-			if args[0] == "--home" {
+			if args[0] == "--home" || args[0] == "bogus" || args[0] == "group" {
 				check(append(append([]string{}, args...), "--json"), true)
 			}
 		}
