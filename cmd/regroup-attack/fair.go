@@ -156,7 +156,7 @@ func fairOne(ctx context.Context, tg target, sz fairSizes, set []adversary) fair
 		r.err = err
 		return r
 	}
-	honest, err := newHonest(honestAddr, sz.honestClients)
+	honest, err := startHonest(honestAddr, sz.honestClients)
 	if err != nil {
 		r.err = err
 		return r

@@ -45,6 +45,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -114,6 +115,13 @@ func runAll(ctx context.Context, bin, dir string, dbs []string, sz sizes, only m
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == honestChildFlag {
+		n, _ := strconv.Atoi(os.Args[3])
+		os.Exit(honestChildMain(os.Args[2], n))
+	}
+	if exe, err := os.Executable(); err == nil {
+		honestExe = exe
+	}
 	bin := flag.String("regroupd", "./bin/regroupd", "path of the regroupd binary to attack")
 	longRun := flag.Bool("long", false, "larger envelopes, more clients and longer watches")
 	onlyList := flag.String("only", "", "comma-separated attack names (default: all)")
