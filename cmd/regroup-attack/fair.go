@@ -245,6 +245,10 @@ func medianFloat(f []float64) float64 {
 type honestLoad struct {
 	clients []*grpctransport.Client
 	topics  [][]byte
+	// after is each client's cursor, kept across phases: a phase that
+	// started from 0 would read its topic's whole history in its first
+	// query (and spend the address's rate on it).
+	after []uint64
 }
 
 func newHonest(addr string, n int) (*honestLoad, error) {
@@ -257,6 +261,7 @@ func newHonest(addr string, n int) (*honestLoad, error) {
 		}
 		h.clients = append(h.clients, c)
 		h.topics = append(h.topics, transporttest.RandomGroupTopic())
+		h.after = append(h.after, 0)
 	}
 	return h, nil
 }
@@ -328,7 +333,8 @@ func (h *honestLoad) run(ctx context.Context, d time.Duration) *latencies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var after uint64
+			after := h.after[i]
+			defer func() { h.after[i] = after }()
 			for time.Now().Before(end) && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				t := time.Now()
