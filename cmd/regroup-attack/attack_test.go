@@ -60,7 +60,7 @@ func TestFairShareAllAtOnce(t *testing.T) {
 				t.Skip("REGROUP_POSTGRES_DSN unset: set it to run the fair-share run on PostgreSQL")
 			}
 			tg := target{bin: bin, db: db, dsn: os.Getenv("REGROUP_POSTGRES_DSN"), dir: t.TempDir()}
-			for _, r := range runFair(context.Background(), tg, fairShort, false, func(fairRow) {}) {
+			for _, r := range runFair(context.Background(), tg, fairShort, false, nil, func(fairRow) {}) {
 				t.Logf("%s: RSS %.0f → peak %.0f MiB (bound %.0f), honest p50 %s → %s, p99 %s → %s, %d calls; %s",
 					r.adversary, r.baseRSS, r.peakRSS, r.boundRSS, r.p50, r.loadedP50, r.p99, r.loadedP99, r.honestOps, r.did)
 				switch {

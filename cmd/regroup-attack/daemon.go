@@ -33,6 +33,7 @@ type target struct {
 	dsn      string // PostgreSQL DSN
 	dir      string // for SQLite files
 	settings map[string]string
+	pprof    string // when set, the health listener serving Go profiles
 }
 
 // start runs a fresh regroupd on 127.0.0.1 over a fresh database. Settings
@@ -40,6 +41,9 @@ type target struct {
 // not know one ignores (so the same attack runs against older builds).
 func (tg target) start(name string) (*daemon, error) {
 	args := []string{"-listen", "127.0.0.1:0", "-health-listen", "", "-log-level", "info"}
+	if tg.pprof != "" {
+		args = append(args, "-health-listen", tg.pprof, "-pprof")
+	}
 	drop := func() {}
 	switch tg.db {
 	case "sqlite":

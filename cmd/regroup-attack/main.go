@@ -45,6 +45,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -114,9 +115,20 @@ func runAll(ctx context.Context, bin, dir string, dbs []string, sz sizes, only m
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == honestChildFlag {
+		n, _ := strconv.Atoi(os.Args[3])
+		os.Exit(honestChildMain(os.Args[2], n))
+	}
+	if exe, err := os.Executable(); err == nil {
+		honestExe = exe
+	}
 	bin := flag.String("regroupd", "./bin/regroupd", "path of the regroupd binary to attack")
 	longRun := flag.Bool("long", false, "larger envelopes, more clients and longer watches")
 	onlyList := flag.String("only", "", "comma-separated attack names (default: all)")
+	rows := flag.String("fair", "", "comma-separated rows of the fair-share run: adversary names, all (default: every row)")
+	rounds := flag.Int("rounds", 0, "unloaded and attacked phases per fair-share row (default: 1, or 5 with -long)")
+	dbList := flag.String("db", "", "comma-separated databases to attack: sqlite, postgres (default: both, postgres with REGROUP_POSTGRES_DSN)")
+	pprofAddr := flag.String("pprof", "", "serve the fair-share regroupd's Go profiles on this health `ADDR`ess (one row at a time), to see where honest latency goes")
 	requirePG := flag.Bool("require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
 	if _, err := os.Stat(*bin); err != nil {
@@ -129,6 +141,15 @@ func main() {
 	} else if *requirePG {
 		fmt.Fprintln(os.Stderr, "regroup-attack: REGROUP_POSTGRES_DSN is unset and PostgreSQL is required")
 		os.Exit(1)
+	}
+	if *dbList != "" {
+		var keep []string
+		for _, db := range dbs {
+			if strings.Contains(","+*dbList+",", ","+db+",") {
+				keep = append(keep, db)
+			}
+		}
+		dbs = keep
 	}
 	sz := short
 	if *longRun {
@@ -159,9 +180,18 @@ func main() {
 		if *longRun {
 			fsz = fairLong
 		}
+		if *rounds > 0 {
+			fsz.rounds = *rounds
+		}
+		fairOnly := map[string]bool{}
+		for _, n := range strings.Split(*rows, ",") {
+			if n != "" {
+				fairOnly[n] = true
+			}
+		}
 		for _, db := range dbs {
-			tg := target{bin: *bin, db: db, dsn: os.Getenv("REGROUP_POSTGRES_DSN"), dir: dir}
-			for _, r := range runFair(context.Background(), tg, fsz, *longRun, printFair) {
+			tg := target{bin: *bin, db: db, dsn: os.Getenv("REGROUP_POSTGRES_DSN"), dir: dir, pprof: *pprofAddr}
+			for _, r := range runFair(context.Background(), tg, fsz, *longRun, fairOnly, printFair) {
 				failed = failed || !r.ok()
 			}
 		}

@@ -108,6 +108,9 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd, rest, err := findCommand(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "regroup: %v\n", err)
+		if wantsJSON(args) {
+			emitError(stdout, "", exitUsage, err.Error())
+		}
 		return exitUsage
 	}
 	switch cmd.name {
@@ -125,7 +128,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "regroup %s: %s\nusage: regroup %s %s\n", cmd.name, escape(err.Error(), true), cmd.name, cmd.args)
-		if e.o.json {
+		if e.o.json || wantsJSON(rest) {
 			emitError(stdout, cmd.name, exitUsage, err.Error())
 		}
 		return exitUsage
@@ -141,7 +144,7 @@ func runCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if s == nil {
 			s = e.failed
 		}
-		msg := explain(ctx, err, s, e.o)
+		msg := errorText(explain(ctx, err, s, e.o))
 		fmt.Fprintf(stderr, "regroup %s: %s\n", cmd.name, escape(msg, true))
 		if e.o.json {
 			emitError(stdout, cmd.name, exitCode(err), msg)
@@ -179,10 +182,35 @@ func runCommand(ctx context.Context, cmd command, e *env, stderr io.Writer) erro
 	return cmd.run(ctx, e)
 }
 
+// wantsJSON reports whether a command line that could not be parsed asks
+// for --json, so that its usage error is a JSON document too.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		}
+	}
+	return false
+}
+
 // findCommand finds the command named by the first one or two words of
 // args (`group` takes a subcommand) and returns the rest.
 func findCommand(args []string) (command, []string, error) {
 	lead, args := leadingFlags(args)
+	global := newFlagSet(command{}, &opts{})
+	for i := 0; i < len(lead); i++ {
+		name, _, value := strings.Cut(strings.TrimLeft(lead[i], "-"), "=")
+		f := global.Lookup(name)
+		if f == nil {
+			return command{}, nil, fmt.Errorf("unknown flag %s before the command; `regroup help` lists the flags", lead[i])
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !value && !(ok && b.IsBoolFlag()) {
+			i++ // its value
+		}
+	}
 	if len(args) == 0 {
 		return command{}, nil, fmt.Errorf("no command; run `regroup help`")
 	}

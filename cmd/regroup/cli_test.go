@@ -65,13 +65,15 @@ func TestFindCommand(t *testing.T) {
 		{"group takes a subcommand", []string{"group", "add", "team", "x"}, "group add", []string{"team", "x"}},
 		{"global flags before the command move after it", []string{"--home", "h", "--json", "whoami"}, "whoami", []string{"--home", "h", "--json"}},
 		{"-h is help", []string{"-h"}, "help", nil},
+		{"a flag's value may start with a dash", []string{"--timeout", "-1s", "--tls", "whoami"}, "whoami", []string{"--timeout", "-1s", "--tls"}},
 	} {
 		c, rest, err := findCommand(tc.args)
 		if err != nil || c.name != tc.wantName || !slices.Equal(rest, tc.wantRest) {
 			t.Errorf("%s: %q %q %v, want %q %q", tc.why, c.name, rest, err, tc.wantName, tc.wantRest)
 		}
 	}
-	for _, args := range [][]string{{"frob"}, {"group"}, {"group", "frob"}, {"--home", "h"}} {
+	for _, args := range [][]string{{"frob"}, {"group"}, {"group", "frob"}, {"--home", "h"},
+		{"--log-level", "trace", "whoami"}} { // an unknown flag before the command, not the command "trace"
 		if _, _, err := findCommand(args); err == nil {
 			t.Errorf("%q: no error", args)
 		}

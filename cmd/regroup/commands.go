@@ -336,6 +336,9 @@ type messageJSON struct {
 }
 
 func cmdRead(ctx context.Context, e *env) error {
+	if e.o.limit < 0 {
+		return usagef("--limit %d: want 0 (all) or more", e.o.limit)
+	}
 	c, err := e.open(ctx)
 	if err != nil {
 		return err

@@ -59,11 +59,7 @@ flags:
 func demoParse(args []string, stderr io.Writer) (demoConfig, error) {
 	cfg := demoConfig{}
 	fs := flag.NewFlagSet("regroup demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, demoUsage)
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard) // a bad flag is reported once, by runDemo
 	fs.IntVar(&cfg.members, "members", 5, "members of the group, at least 2")
 	fs.StringVar(&cfg.postgres, "postgres", "", "PostgreSQL DSN: the delivery service (unless --server) and every member's store, each in a fresh schema dropped at the end")
 	fs.StringVar(&cfg.server, "server", "", "address host:port of a running regroupd every member connects to (plaintext)")
@@ -73,6 +69,9 @@ func demoParse(args []string, stderr io.Writer) (demoConfig, error) {
 	fs.DurationVar(&cfg.timeout, "timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, demoUsage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return cfg, err
 		}
 		return cfg, fmt.Errorf("%w: %v", errDemoUsage, err)
@@ -133,7 +132,7 @@ func demoRun(ctx context.Context, cfg demoConfig, stdout, stderr io.Writer) int 
 	}
 	out.finish(err)
 	if err != nil {
-		fmt.Fprintf(stderr, "regroup demo: %v\n", err)
+		fmt.Fprintf(stderr, "regroup demo: %s\n", errorText(err.Error()))
 		return exitFailure
 	}
 	return exitOK

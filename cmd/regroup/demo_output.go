@@ -131,7 +131,8 @@ func (o *demoOutput) failed(name string, err error) {
 	defer o.mu.Unlock()
 	o.doc.Failure = &demoFailure{Step: name, Message: err.Error()}
 	if !o.json {
-		fmt.Fprintf(o.w, "[%2d/%d] %6.2fs  %-17s FAILED: %v\n", len(o.doc.Steps)+1, demoSteps, o.elapsed(), name, err)
+		// why goes to standard error, once (runDemo)
+		fmt.Fprintf(o.w, "[%2d/%d] %6.2fs  %-17s FAILED\n", len(o.doc.Steps)+1, demoSteps, o.elapsed(), name)
 	}
 }
 

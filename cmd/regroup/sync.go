@@ -128,13 +128,13 @@ func cmdSync(ctx context.Context, e *env) error {
 			NewMessages: a.messages - b.messages, Joined: !b.known}
 		out.Conversations = append(out.Conversations, sj)
 	}
+	if syncErr != nil && e.o.json {
+		return syncErr // one document: the error (runCLI)
+	}
 	if err := e.out.emit(out, func(w io.Writer) { printSync(w, out, after) }); err != nil {
 		return err
 	}
-	if syncErr != nil {
-		return fmt.Errorf("sync: %w", syncErr)
-	}
-	return nil
+	return syncErr // in text, after what did change
 }
 
 // state is a conversation before or after a sync.

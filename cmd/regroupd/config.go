@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -210,7 +212,12 @@ func parseConfig(args []string) (config, error) {
 		return c, err
 	}
 	fs.BoolVar(&c.Version, "version", false, "print the version and exit")
+	fs.SetOutput(io.Discard) // a bad flag is reported once, by main
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stderr)
+			fs.Usage()
+		}
 		return c, err
 	}
 	c.set = map[string]bool{}

@@ -36,8 +36,11 @@ type fairConfig struct {
 	QuotaWindow                                             time.Duration
 	QuotaGroupMessages, QuotaWelcomes, QuotaIdentityUpdates int
 	QuotaKeyPackages, QuotaCommitLog                        int
-	HealthIdleTimeout                                       time.Duration
-	ExtraListen                                             string
+	// QuotaReplicas divides each quota: the quotas are the deployment's,
+	// and each of this many replicas enforces its share (COMP-334).
+	QuotaReplicas     int
+	HealthIdleTimeout time.Duration
+	ExtraListen       string
 }
 
 // register adds the fair-share flags to fs; each takes its default from
@@ -92,6 +95,7 @@ func (f *fairConfig) register(fs *flag.FlagSet) *error {
 	integer(&f.QuotaIdentityUpdates, "quota-identity-updates-mib", "REGROUPD_QUOTA_IDENTITY_UPDATES_MIB", 1, "MiB of identity updates one installation stores per quota window, 0 for no quota")
 	integer(&f.QuotaKeyPackages, "quota-key-packages-mib", "REGROUPD_QUOTA_KEY_PACKAGES_MIB", 8, "MiB of key packages one installation stores per quota window, 0 for no quota")
 	integer(&f.QuotaCommitLog, "quota-commit-log-mib", "REGROUPD_QUOTA_COMMIT_LOG_MIB", 64, "MiB of commit-log entries one installation stores per quota window, 0 for no quota")
+	integer(&f.QuotaReplicas, "quota-replicas", "REGROUPD_QUOTA_REPLICAS", 1, "replicas sharing the database: each enforces 1/N of every storage quota, so an installation stores at most the quota over all of them")
 	duration(&f.HealthIdleTimeout, "health-idle-timeout", "REGROUPD_HEALTH_IDLE_TIMEOUT", 30*time.Second, "close an idle keep-alive connection of the health listener after this long")
 	fs.StringVar(&f.ExtraListen, "extra-listen", os.Getenv("REGROUPD_EXTRA_LISTEN"), "more gRPC listen addresses, comma-separated, served like -listen (env REGROUPD_EXTRA_LISTEN)")
 	return &err
@@ -107,6 +111,9 @@ func (f *fairConfig) check(budget int64) error {
 		if *s.p == 0 {
 			*s.p = int(budget / s.div >> 10)
 		}
+	}
+	if f.QuotaReplicas < 1 {
+		return fmt.Errorf("-quota-replicas %d: must be at least 1 (the replicas sharing the database)", f.QuotaReplicas)
 	}
 	if f.MaxQueuedKiB <= 0 || f.MaxReadsPerConnection <= 0 || f.WindowKiB < 64 || f.ConnWindowKiB < 64 || f.QuotaWindow <= 0 || f.HealthIdleTimeout <= 0 {
 		return fmt.Errorf("-max-queued-kib and -max-reads-per-connection must be positive, -http2-window-kib and -http2-conn-window-kib at least 64 (HTTP/2's own), -quota-window and -health-idle-timeout positive")
@@ -144,7 +151,7 @@ func (f *fairConfig) delivery(o *delivery.Options) *delivery.Options {
 		ports.TopicCommitLog: f.QuotaCommitLog,
 	} {
 		if mib > 0 {
-			o.Quotas[kind] = delivery.Quota{Bytes: int64(mib) << 20, Window: f.QuotaWindow}
+			o.Quotas[kind] = delivery.Quota{Bytes: int64(mib) << 20 / int64(max(f.QuotaReplicas, 1)), Window: f.QuotaWindow}
 		}
 	}
 	return o

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -201,5 +202,16 @@ func limitsInEffect(c config) []any {
 		"retention_identity_updates", c.Retention[ports.TopicIdentityUpdates].String(),
 		"retention_key_packages", c.Retention[ports.TopicKeyPackages].String(),
 		"check_key_packages", c.CheckKeyPackages,
+		"quota_window", c.Fair.QuotaWindow.String(), "quota_replicas", c.Fair.QuotaReplicas,
+		"quota_bytes_per_replica", quotaBytes(c),
 	}
+}
+
+// quotaBytes names each storage quota one replica enforces, in bytes.
+func quotaBytes(c config) map[string]int64 {
+	out := map[string]int64{}
+	for kind, q := range c.Fair.delivery(&delivery.Options{}).Quotas {
+		out[delivery.KindName([]byte{byte(kind)})] = q.Bytes
+	}
+	return out
 }

@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/regroup-mls/regroup/internal/lockfile"
 )
 
 // schemaLockKey is the PostgreSQL advisory lock regroupd replicas hold,
@@ -34,3 +38,32 @@ func withSchemaLock(ctx context.Context, dsn string, open func() error) error {
 	_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, schemaLockKey)
 	return err
 }
+
+// withSQLiteLock runs open while holding an exclusive lock on the file
+// path+".lock", so that replicas started together on one fresh SQLite
+// file take turns switching it to WAL and migrating it: SQLite answers a
+// journal-mode change that races another connection with "database is
+// locked" at once, without waiting its busy timeout. A turn waits at most
+// until ctx ends or sqliteLockWait passes.
+func withSQLiteLock(ctx context.Context, path string, open func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, sqliteLockWait)
+	defer cancel()
+	for {
+		l, err := lockfile.Acquire(path + ".lock")
+		if err == nil {
+			defer func() { _ = l.Release() }()
+			return open()
+		}
+		if !errors.Is(err, lockfile.ErrHeld) {
+			return fmt.Errorf("take the schema lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("take the schema lock: %w (waited %v)", err, sqliteLockWait)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// sqliteLockWait bounds the wait for another replica's migrations.
+const sqliteLockWait = 30 * time.Second

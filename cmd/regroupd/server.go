@@ -56,7 +56,12 @@ func openStore(ctx context.Context, cfg config, hooks deliverydb.Hooks) (*delive
 		})
 		return st, err
 	}
-	return deliverydb.OpenSQLite(ctx, cfg.Database, &deliverydb.Options{Hooks: hooks})
+	var st *deliverydb.Store
+	err := withSQLiteLock(ctx, cfg.Database, func() (err error) {
+		st, err = deliverydb.OpenSQLite(ctx, cfg.Database, &deliverydb.Options{Hooks: hooks})
+		return err
+	})
+	return st, err
 }
 
 // start opens the database, listens, and serves until stop.

@@ -171,6 +171,8 @@ type Service struct {
 	hub    *hub
 	budget *fairshare.Budget
 	quotas *quotas
+	// admitted: identity updates admitted lately (replay.go)
+	admitted *admitted
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -180,7 +182,7 @@ var _ ports.DeliveryService = (*Service)(nil)
 func New(store ports.EnvelopeStore, opts *Options) *Service {
 	o := opts.withDefaults()
 	return &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
-		quotas: newQuotas(o.Quotas)}
+		quotas: newQuotas(o.Quotas), admitted: newAdmitted()}
 }
 
 // Publish admits every envelope and stores the batch atomically; it
@@ -226,7 +228,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 	rows := make([]ports.NewStoredEnvelope, len(envs))
 	kinds := make([]string, len(envs))
 	for i, env := range envs {
-		kind, err := s.admit(ctx, env)
+		kind, err := s.admitOnce(ctx, env)
 		if err == nil {
 			err = because(RefusedPublisher, admitPublisher(caller, env))
 		}
