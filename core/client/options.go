@@ -84,6 +84,10 @@ type Options struct {
 	// published and read; default 10s. A commit the client applies
 	// schedules its conversation's log at once.
 	CommitLogInterval time.Duration
+	// SubscriptionTopics bounds the topics of one subscription; a client
+	// following more opens several (COMP-277). Default 1024, the delivery
+	// service's default limit; set it to a service's lower limit.
+	SubscriptionTopics int
 	// CommitRetries bounds how often the client rebuilds its own commit
 	// after losing a commit race; default 5.
 	CommitRetries int
@@ -109,6 +113,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.RecoveryInterval <= 0 {
 		r.RecoveryInterval = 10 * time.Second
+	}
+	if r.SubscriptionTopics <= 0 {
+		r.SubscriptionTopics = 1024
 	}
 	if r.CommitRetries <= 0 {
 		r.CommitRetries = 5

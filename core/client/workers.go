@@ -10,6 +10,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // workers are the client's background loops. They run from Start until
@@ -278,23 +279,25 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub, err := c.deps.Transport.Subscribe(sctx, cursors)
+	subs, err := subscribeAll(sctx, c.deps.Transport, cursors, c.opts.SubscriptionTopics)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	defer sub.Close()
-	arrived := make(chan []byte, 64)
+	defer subs.close()
+	envs := make(chan *backendpb.OriginatorEnvelope, 64)
 	failed := make(chan error, 1)
+	subs.run(sctx, envs, failed)
+	arrived := make(chan []byte, 64)
 	go func() {
 		for {
-			env, err := sub.Next(sctx)
-			if err != nil {
-				failed <- err
-				return
-			}
-			c.lag.received(env.GetServerTimestampNs())
 			select {
-			case arrived <- env.GetEnvelope().GetTargetTopic():
+			case env := <-envs:
+				c.lag.received(env.GetServerTimestampNs())
+				select {
+				case arrived <- env.GetEnvelope().GetTargetTopic():
+				case <-sctx.Done():
+					return
+				}
 			case <-sctx.Done():
 				return
 			}
