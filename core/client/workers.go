@@ -21,12 +21,8 @@ type workers struct {
 	// resubscribe asks the topic loop to subscribe again, because the set
 	// of topics changed.
 	resubscribe chan struct{}
-	// logs holds conversations whose commit log is due now.
-	mu   sync.Mutex
-	logs map[string]bool
-	due  chan struct{}
-	// dueSince is when logs last became non-empty.
-	dueSince time.Time
+	// due wakes the commit-log loop for the logs due now.
+	due chan struct{}
 	// recovery asks the recovery loop for a pass now.
 	recovery chan struct{}
 }
@@ -59,7 +55,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("client already started")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), logs: map[string]bool{}, due: make(chan struct{}, 1),
+	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		recovery: make(chan struct{}, 1)}
 	c.workers = w
 	loops := append([]background{c.topicLoop, c.commitLogLoop, c.recoveryLoop}, c.background...)
@@ -87,20 +83,14 @@ func (c *Client) wakeWorkers() {
 	}
 }
 
-// logDue schedules the conversation's commit log now.
+// logDue schedules the conversation's commit log now: at once when the
+// workers run, else at the next sync.
 func (c *Client) logDue(groupID []byte) {
-	c.mu.Lock()
-	w := c.workers
-	c.mu.Unlock()
+	c.dueLogs.add(groupID, c.deps.Clock.Now())
+	w := c.currentWorkers()
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	if len(w.logs) == 0 {
-		w.dueSince = c.deps.Clock.Now()
-	}
-	w.logs[string(groupID)] = true
-	w.mu.Unlock()
 	select {
 	case w.due <- struct{}{}:
 	default:
@@ -135,52 +125,12 @@ func (c *Client) recoveryLoop(ctx context.Context) {
 	}
 }
 
-// SyncAll processes every pending Welcome and every group topic now, then
-// publishes and reads every allowed conversation's commit log, then sends
-// the readd requests due and answers those kept. It returns the errors
-// after trying everything.
-func (c *Client) SyncAll(ctx context.Context) error {
-	// Welcomes first: a held Welcome that ends lets the key tick destroy
-	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
-	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
-	gs, err := c.heldGroups(ctx)
-	if err != nil {
-		return err
-	}
-	for _, g := range gs {
-		if g.Active && g.ConversationType != ports.ConversationOneshot {
-			unlock := c.lock(g.ID)
-			errs = append(errs, c.settleIntent(ctx, g.ID), c.processGroup(ctx, g.ID))
-			unlock()
-		}
-	}
-	errs = append(errs, c.syncLogs(ctx, gs), c.rec.Pass(ctx))
-	return errors.Join(errs...)
-}
-
 func (c *Client) heldGroups(ctx context.Context) (gs []ports.Group, err error) {
 	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
 		gs, err = tx.Groups().List(ctx, ports.GroupFilter{})
 		return err
 	})
 	return gs, err
-}
-
-// syncLogs publishes and reads the commit log of every allowed
-// conversation (FORK-030, FORK-085). Publishing and reading are
-// independent: a failed publish does not stop the read.
-func (c *Client) syncLogs(ctx context.Context, gs []ports.Group) error {
-	if c.opts.DisableCommitLog {
-		return nil
-	}
-	var errs []error
-	for _, g := range gs {
-		if !logged(g) {
-			continue
-		}
-		errs = append(errs, c.syncLog(ctx, g.ID))
-	}
-	return errors.Join(errs...)
 }
 
 func (c *Client) syncLog(ctx context.Context, groupID []byte) error {
@@ -203,8 +153,10 @@ func logged(g ports.Group) bool {
 		(g.ConversationType == ports.ConversationGroup || g.ConversationType == ports.ConversationDM)
 }
 
-// commitLogLoop runs the commit log of every allowed conversation every
-// CommitLogInterval, and of a conversation at once when logDue named it.
+// commitLogLoop syncs a conversation's commit log at once when logDue
+// named it, and every CommitLogInterval runs the timed pass: the logs
+// whose topic moved or whose last sync failed, and a bounded sweep of the
+// others (COMP-282).
 func (c *Client) commitLogLoop(ctx context.Context) {
 	if c.opts.DisableCommitLog {
 		return
@@ -217,18 +169,13 @@ func (c *Client) commitLogLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			gs, err := c.heldGroups(ctx)
-			if err == nil {
-				err = c.syncLogs(ctx, gs)
-			}
-			c.logErr("commit log pass", err)
+			c.logErr("commit log pass", c.logPass(ctx))
 		case <-w.due:
-			w.mu.Lock()
-			due := w.logs
-			w.logs = map[string]bool{}
-			w.mu.Unlock()
-			for id := range due {
-				c.logErr("commit log", c.syncLog(ctx, []byte(id)))
+			for id := range c.dueLogs.takeNow() {
+				if err := c.syncLog(ctx, []byte(id)); err != nil {
+					c.logErr("commit log", err)
+					c.dueLogs.retry([]byte(id))
+				}
 			}
 		}
 	}
@@ -326,9 +273,10 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 }
 
 // cursors returns the subscription cursors of every followed topic and a
-// function that processes a topic an envelope arrived on.
+// function that processes a topic an envelope arrived on. The groups and
+// their positions come from one transaction.
 func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context.Context, []byte) error, error) {
-	gs, err := c.heldGroups(ctx)
+	v, err := c.loadView(ctx, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -340,8 +288,8 @@ func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context
 	}
 	cursors = append(cursors, ports.TopicCursor{Topic: wt, After: wc})
 	byTopic[string(wt)] = c.processWelcomes
-	for _, g := range gs {
-		if !g.Active || g.ConversationType == ports.ConversationOneshot {
+	for _, g := range v.groups {
+		if !followed(g) {
 			continue
 		}
 		id := g.ID
@@ -351,21 +299,16 @@ func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context
 			defer c.lock(id)()
 			return errors.Join(c.settleIntent(ctx, id), c.processGroup(ctx, id))
 		}
-		if logged(g) && !c.opts.DisableCommitLog {
-			keys, err := commitlog.DeriveKeys(g.GroupRoot)
-			if err != nil {
-				continue
-			}
-			var pos uint64
-			_ = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
-				pos, err = tx.RemoteCommitLog().ReadPosition(ctx, id)
-				return err
-			})
-			cursors = append(cursors, ports.TopicCursor{Topic: keys.Topic, After: pos})
-			byTopic[string(keys.Topic)] = func(ctx context.Context) error {
-				_, err := c.log.Read(ctx, id)
-				return err
-			}
+	}
+	for _, l := range v.logs {
+		if !l.active {
+			continue
+		}
+		id := l.id
+		cursors = append(cursors, ports.TopicCursor{Topic: l.topic, After: l.pos})
+		byTopic[string(l.topic)] = func(ctx context.Context) error {
+			_, err := c.log.Read(ctx, id)
+			return err
 		}
 	}
 	route := func(ctx context.Context, topic []byte) error {
