@@ -69,6 +69,7 @@ type Client struct {
 	dueLogs   dueLogs
 	logTopics logTopicCache
 	synced    atomic.Bool
+	recovery  recoveryState
 
 	mu      sync.Mutex
 	workers *workers

@@ -182,7 +182,9 @@ func (c *Client) movedLogs(ctx context.Context, logs []loggedGroup) (map[string]
 
 // SyncAll processes every pending Welcome and every group topic that
 // moved now, then publishes and reads the commit logs that are due, then
-// sends the readd requests due and answers those kept. A group topic
+// sends the readd requests due and answers those kept (when a
+// conversation is forked, a request is kept, or recovery was asked for,
+// COMP-284). A group topic
 // moved when the delivery service holds an envelope above its stored
 // cursor; a commit log is due when its topic moved, when a commit was
 // merged in its conversation, when its last sync failed, and, on the
@@ -218,7 +220,8 @@ func (c *Client) SyncAll(ctx context.Context) error {
 	}
 	errs = append(errs, c.syncDueLogs(ctx, v.logs, logsMoved, 0))
 	c.synced.Store(true)
-	errs = append(errs, c.rec.Pass(ctx))
+	c.recovery.sawForked(anyForked(v.groups))
+	errs = append(errs, c.recoveryPass(ctx))
 	return errors.Join(errs...)
 }
 
@@ -259,6 +262,7 @@ func (c *Client) logPass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.recovery.sawForked(anyForked(v.groups))
 	moved, err := c.movedLogs(ctx, v.logs)
 	return errors.Join(err, c.syncDueLogs(ctx, v.logs, moved, logSweep))
 }

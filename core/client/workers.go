@@ -97,8 +97,10 @@ func (c *Client) logDue(groupID []byte) {
 	}
 }
 
-// recoveryDue asks the recovery loop for a pass now.
+// recoveryDue asks the recovery loop for a pass now, or the next sync
+// when the workers do not run.
 func (c *Client) recoveryDue() {
+	c.recovery.ask()
 	if w := c.currentWorkers(); w != nil {
 		select {
 		case w.recovery <- struct{}{}:
@@ -107,8 +109,8 @@ func (c *Client) recoveryDue() {
 	}
 }
 
-// recoveryLoop runs the recovery's passes every RecoveryInterval and when
-// recoveryDue asks for one. A pass never runs under a group lock: it takes
+// recoveryLoop runs the recovery's pass when recoveryDue asks for one,
+// and every RecoveryInterval when it may have work (COMP-284). A pass never runs under a group lock: it takes
 // the locks of the groups it processes and commits in.
 func (c *Client) recoveryLoop(ctx context.Context) {
 	w := c.currentWorkers()
@@ -121,7 +123,7 @@ func (c *Client) recoveryLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-w.recovery:
 		}
-		c.logErr("recovery", c.rec.Pass(ctx))
+		c.logErr("recovery", c.recoveryPass(ctx))
 	}
 }
 
