@@ -234,7 +234,6 @@ func rssMB() float64 {
 	return 0
 }
 
-
 func (c *callCounter) subscribes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
