@@ -73,7 +73,9 @@ func testCommitLogOverview(t *testing.T, h Harness) {
 		if err != nil {
 			return err
 		}
-		has := func(g []byte) bool { return slices.ContainsFunc(ids, func(id []byte) bool { return bytes.Equal(id, g) }) }
+		has := func(g []byte) bool {
+			return slices.ContainsFunc(ids, func(id []byte) bool { return bytes.Equal(id, g) })
+		}
 		for _, g := range [][]byte{noProgress, ahead} {
 			if !has(g) {
 				t.Errorf("Unconfirmed %x misses group %x, which holds an entry above its progress", ids, g)
