@@ -269,7 +269,7 @@ func (c *Client) logPass(ctx context.Context) error {
 
 // logSweep is how many commit logs each timed pass syncs whether or not
 // anything says they changed (COMP-282).
-const logSweep = 64
+const logSweep = 8
 
 // dueLogs are the conversations whose commit log is due: named by
 // logDue (a merged commit, a consent change) or by a failed sync.
