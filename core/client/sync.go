@@ -135,7 +135,7 @@ func (c *Client) highest(ctx context.Context, topics [][]byte) (ids []uint64, ok
 
 // movedGroups returns the followed groups whose topic holds an id above
 // the stored cursor; all of them when the transport cannot tell.
-func (c *Client) movedGroups(ctx context.Context, v syncView) (map[string]bool, error) {
+func (c *Client) movedGroups(ctx context.Context, v syncView) map[string]bool {
 	var topics [][]byte
 	var gs []ports.Group
 	for _, g := range v.groups {
@@ -146,38 +146,41 @@ func (c *Client) movedGroups(ctx context.Context, v syncView) (map[string]bool, 
 	}
 	moved := make(map[string]bool)
 	if len(topics) == 0 {
-		return moved, nil
+		return moved
 	}
 	ids, ok, err := c.highest(ctx, topics)
+	// Without an answer every group is read, as a sync without the
+	// batched read does: a sync must not miss what moved. The failure is
+	// logged, not returned: the sync itself still does all it should.
+	c.logErr("sync", err)
 	for i, g := range gs {
-		// Without an answer, every group is read, as a sync without the
-		// batched read does: a sync must not miss what moved.
 		if !ok || err != nil || ids[i] > g.Cursor {
 			moved[string(g.ID)] = true
 		}
 	}
-	return moved, err
+	return moved
 }
 
 // movedLogs returns the logged conversations whose commit-log topic
 // holds an id above the stored read position; all of them when the
 // transport cannot tell.
-func (c *Client) movedLogs(ctx context.Context, logs []loggedGroup) (map[string]bool, error) {
+func (c *Client) movedLogs(ctx context.Context, logs []loggedGroup) map[string]bool {
 	moved := make(map[string]bool)
 	if len(logs) == 0 {
-		return moved, nil
+		return moved
 	}
 	topics := make([][]byte, len(logs))
 	for i, l := range logs {
 		topics[i] = l.topic
 	}
 	ids, ok, err := c.highest(ctx, topics)
+	c.logErr("commit log", err) // as in movedGroups
 	for i, l := range logs {
 		if !ok || err != nil || ids[i] > l.pos {
 			moved[string(l.id)] = true
 		}
 	}
-	return moved, err
+	return moved
 }
 
 // SyncAll processes every pending Welcome and every group topic that
@@ -199,8 +202,7 @@ func (c *Client) SyncAll(ctx context.Context) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	moved, err := c.movedGroups(ctx, v)
-	errs = append(errs, err)
+	moved := c.movedGroups(ctx, v)
 	for _, g := range v.groups {
 		id := string(g.ID)
 		if !followed(g) || (!moved[id] && !v.intents[id]) {
@@ -213,8 +215,7 @@ func (c *Client) SyncAll(ctx context.Context) error {
 		errs = append(errs, c.processGroup(ctx, g.ID))
 		unlock()
 	}
-	logsMoved, err := c.movedLogs(ctx, v.logs)
-	errs = append(errs, err)
+	logsMoved := c.movedLogs(ctx, v.logs)
 	for id := range v.unconfirmed {
 		logsMoved[id] = true
 	}
@@ -263,8 +264,7 @@ func (c *Client) logPass(ctx context.Context) error {
 		return err
 	}
 	c.recovery.sawForked(anyForked(v.groups))
-	moved, err := c.movedLogs(ctx, v.logs)
-	return errors.Join(err, c.syncDueLogs(ctx, v.logs, moved, logSweep))
+	return c.syncDueLogs(ctx, v.logs, c.movedLogs(ctx, v.logs), logSweep)
 }
 
 // logSweep is how many commit logs each timed pass syncs whether or not
