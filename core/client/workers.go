@@ -37,17 +37,20 @@ func (w *workers) stop() {
 // ctx ends.
 type background func(ctx context.Context)
 
-// Start runs the client's workers until ctx ends or Close is called: one
-// subscription to every held group topic, the installation's welcome
-// topic and the commit-log topic of every allowed conversation, which
-// processes each topic as envelopes arrive (and every SyncInterval
-// regardless); the commit-log loop, which publishes and reads every
-// allowed conversation's log every CommitLogInterval and at once after a
-// commit is merged; the recovery loop, which sends readd requests and
-// answers them every RecoveryInterval and at once when a conversation
-// becomes forked or a request arrives; and the key-package loop. A
-// delivery service that goes away and comes back is resubscribed from the
-// stored cursors, so nothing is missed or processed twice.
+// Start runs the client's workers until ctx ends or Close is called:
+// subscriptions to every held group topic, the installation's welcome
+// topic and the commit-log topic of every allowed conversation, as many
+// as the delivery service's topic limit requires (COMP-277), which
+// process each topic as envelopes arrive (and, every SyncInterval, every
+// topic that moved, COMP-280); the commit-log loop, which publishes and
+// reads a conversation's log at once after it recorded an entry, and
+// every CommitLogInterval the logs that moved and a few others in turn
+// (COMP-282); the recovery loop, which sends readd requests and answers
+// them at once when a conversation becomes forked or a request arrives,
+// and every RecoveryInterval while it may have work (COMP-284); and the
+// key-package loop. A delivery service that goes away and comes back is
+// resubscribed from the stored cursors, so nothing is missed or
+// processed twice.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
