@@ -70,6 +70,10 @@ type Client struct {
 	logTopics logTopicCache
 	synced    atomic.Bool
 	recovery  recoveryState
+	// lastLogs are the logged conversations of the last sync view.
+	lastLogsMu     sync.Mutex
+	lastLogs       []loggedGroup
+	lastLogsLoaded bool
 
 	mu      sync.Mutex
 	workers *workers

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,6 +102,9 @@ func (c *Client) loadView(ctx context.Context, withUnconfirmed bool) (v syncView
 		return syncView{}, fmt.Errorf("load groups: %w", err)
 	}
 	c.logTopics.keep(v.groups)
+	c.lastLogsMu.Lock()
+	c.lastLogs, c.lastLogsLoaded = v.logs, true
+	c.lastLogsMu.Unlock()
 	return v, nil
 }
 
@@ -257,14 +261,50 @@ func (c *Client) syncDueLogs(ctx context.Context, logs []loggedGroup, due map[st
 }
 
 // logPass is the commit-log loop's timed pass: the logs whose topic
-// moved, those due, and a bounded sweep of the others.
+// moved, those due, and a bounded sweep of the others. It takes the
+// logged conversations from the last sync view (a sync or a resubscribe
+// reloads it) and reads only their positions.
 func (c *Client) logPass(ctx context.Context) error {
-	v, err := c.loadView(ctx, false)
+	logs, err := c.logPositions(ctx)
 	if err != nil {
 		return err
 	}
-	c.recovery.sawForked(anyForked(v.groups))
-	return c.syncDueLogs(ctx, v.logs, c.movedLogs(ctx, v.logs), logSweep)
+	return c.syncDueLogs(ctx, logs, c.movedLogs(ctx, logs), logSweep)
+}
+
+// logPositions returns the logged conversations of the last sync view
+// with their read positions now, in one transaction; the whole view when
+// none was loaded yet.
+func (c *Client) logPositions(ctx context.Context) ([]loggedGroup, error) {
+	c.lastLogsMu.Lock()
+	logs := slices.Clone(c.lastLogs)
+	loaded := c.lastLogsLoaded
+	c.lastLogsMu.Unlock()
+	if !loaded {
+		v, err := c.loadView(ctx, false)
+		return v.logs, err
+	}
+	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		if ov, ok := tx.(ports.CommitLogOverviewTx); ok {
+			pos, err := ov.CommitLogOverview().ReadPositions(ctx)
+			for i := range logs {
+				logs[i].pos = pos[string(logs[i].id)]
+			}
+			return err
+		}
+		for i := range logs {
+			p, err := tx.RemoteCommitLog().ReadPosition(ctx, logs[i].id)
+			if err != nil {
+				return err
+			}
+			logs[i].pos = p
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read commit-log positions: %w", err)
+	}
+	return logs, nil
 }
 
 // logSweep is how many commit logs each timed pass syncs whether or not
