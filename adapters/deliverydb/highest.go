@@ -18,17 +18,22 @@ func (s *Store) HighestMany(ctx context.Context, topics [][]byte) ([]uint64, err
 	for i, t := range topics {
 		args[i] = blob(t)
 	}
-	var rows []struct {
-		Topic  []byte
-		LastID int64
-	}
-	err := s.db.WithContext(ctx).Table("delivery_topics").Select("topic, last_id").Where("topic IN ?", args).Scan(&rows).Error
+	rows, err := s.db.WithContext(ctx).Table("delivery_topics").Select("topic, last_id").Where("topic IN ?", args).Rows()
 	if err != nil {
 		return nil, s.fail(ctx, "highest sequence ids", "highest_many", err)
 	}
-	last := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		last[string(r.Topic)] = r.LastID
+	defer rows.Close()
+	last := make(map[string]int64, len(topics))
+	for rows.Next() {
+		var topic []byte
+		var id int64
+		if err := rows.Scan(&topic, &id); err != nil {
+			return nil, s.fail(ctx, "highest sequence ids", "highest_many", err)
+		}
+		last[string(topic)] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail(ctx, "highest sequence ids", "highest_many", err)
 	}
 	out := make([]uint64, len(topics))
 	for i, t := range topics {

@@ -69,7 +69,9 @@ type Client struct {
 	dueLogs   dueLogs
 	logTopics logTopicCache
 	synced    atomic.Bool
-	recovery  recoveryState
+	// subscribed is set while subscriptions follow every topic.
+	subscribed atomic.Bool
+	recovery   recoveryState
 	// lastLogs are the logged conversations of the last sync view.
 	lastLogsMu     sync.Mutex
 	lastLogs       []loggedGroup

@@ -197,7 +197,13 @@ func (c *Client) movedLogs(ctx context.Context, logs []loggedGroup) map[string]b
 // merged in its conversation, when its last sync failed, and, on the
 // client's first sync, when it may hold an entry still to publish. It
 // returns the errors after trying everything.
-func (c *Client) SyncAll(ctx context.Context) error {
+func (c *Client) SyncAll(ctx context.Context) error { return c.sync(ctx, true) }
+
+// sync is SyncAll; checkLogs false leaves out the check of every commit
+// log topic, which the workers' timed sync does while their
+// subscriptions follow those topics (COMP-285): the logs due are synced
+// all the same.
+func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 	// Welcomes first: a held Welcome that ends lets the key tick destroy
 	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
 	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
@@ -219,7 +225,10 @@ func (c *Client) SyncAll(ctx context.Context) error {
 		errs = append(errs, c.processGroup(ctx, g.ID))
 		unlock()
 	}
-	logsMoved := c.movedLogs(ctx, v.logs)
+	logsMoved := map[string]bool{}
+	if checkLogs {
+		logsMoved = c.movedLogs(ctx, v.logs)
+	}
 	for id := range v.unconfirmed {
 		logsMoved[id] = true
 	}
@@ -260,11 +269,20 @@ func (c *Client) syncDueLogs(ctx context.Context, logs []loggedGroup, due map[st
 	return errors.Join(errs...)
 }
 
-// logPass is the commit-log loop's timed pass: the logs whose topic
-// moved, those due, and a bounded sweep of the others. It takes the
-// logged conversations from the last sync view (a sync or a resubscribe
-// reloads it) and reads only their positions.
+// logPass is the commit-log loop's timed pass: the logs due, and a
+// bounded sweep of the others, and, while no subscription follows the
+// log topics, those whose topic moved. It takes the logged conversations
+// from the last sync view (a sync or a resubscribe reloads it) and reads
+// only their positions.
 func (c *Client) logPass(ctx context.Context) error {
+	if c.subscribed.Load() {
+		// The subscriptions follow every log topic: only the logs due,
+		// those whose sync failed and the sweep (COMP-285).
+		c.lastLogsMu.Lock()
+		logs := c.lastLogs
+		c.lastLogsMu.Unlock()
+		return c.syncDueLogs(ctx, logs, map[string]bool{}, logSweep)
+	}
 	logs, err := c.logPositions(ctx)
 	if err != nil {
 		return err

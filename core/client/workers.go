@@ -236,6 +236,8 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 		return fmt.Errorf("subscribe: %w", err)
 	}
 	defer subs.close()
+	c.subscribed.Store(true)
+	defer c.subscribed.Store(false)
 	envs := make(chan *backendpb.OriginatorEnvelope, 64)
 	failed := make(chan error, 1)
 	subs.run(sctx, envs, failed)
@@ -264,7 +266,7 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 		case <-w.resubscribe:
 			return nil
 		case <-tick.C:
-			c.logErr("sync", c.SyncAll(ctx))
+			c.logErr("sync", c.sync(ctx, false))
 		case err := <-failed:
 			if ctx.Err() != nil {
 				return nil
