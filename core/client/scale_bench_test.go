@@ -29,7 +29,8 @@ import (
 //     transport calls; ref-idle-sync-ms is carol's;
 //   - changed-sync-ms: a SyncAll after a message in each of the 100
 //     shared groups (the mean of two rounds), ref-changed-sync-ms
-//     carol's same syncs, x-ref their ratio (goal ≤ 1.5 at 10,000);
+//     carol's same syncs, x-ref their ratio (goal ≤ 1.5 at 10,000) and
+//     x-ref-cpu the ratio of the process CPU time the two syncs took;
 //   - startup-ms: a new client on bob's store, its first SyncAll and its
 //     subscriptions open;
 //   - idle-cpu-% and creator-idle-cpu-%: the process CPU over the idle
@@ -149,11 +150,12 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	// Two rounds of a message in each shared group, bob and carol syncing
 	// in turn, first one then the other, so that neither gains from
 	// going second.
-	var changed, refChanged time.Duration
-	timed := func(m *world.Member) time.Duration {
-		start := time.Now()
+	var changed, refChanged, changedCPU, refChangedCPU time.Duration
+	timed := func(m *world.Member, wall, cpu *time.Duration) {
+		start, cpu0 := time.Now(), cpuTime()
 		m.Sync()
-		return time.Since(start)
+		*wall += time.Since(start)
+		*cpu += cpuTime() - cpu0
 	}
 	for round := range 2 {
 		for _, id := range shared {
@@ -162,14 +164,15 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 			}
 		}
 		if round == 0 {
-			changed += timed(bob)
-			refChanged += timed(carol)
+			timed(bob, &changed, &changedCPU)
+			timed(carol, &refChanged, &refChangedCPU)
 		} else {
-			refChanged += timed(carol)
-			changed += timed(bob)
+			timed(carol, &refChanged, &refChangedCPU)
+			timed(bob, &changed, &changedCPU)
 		}
 	}
 	changed, refChanged = changed/2, refChanged/2
+	b.ReportMetric(float64(changedCPU)/float64(refChangedCPU), "x-ref-cpu")
 	b.ReportMetric(ms(changed), "changed-sync-ms")
 	b.ReportMetric(ms(refChanged), "ref-changed-sync-ms")
 	b.ReportMetric(float64(changed)/float64(refChanged), "x-ref")
