@@ -99,17 +99,17 @@ type ServerOptions struct {
 	// default 4096. Negative disables it.
 	MaxSubscriptions int
 	// MaxSubscriptionsPerConnection bounds one connection's open
-	// subscriptions; default 8. Negative disables it.
+	// subscriptions; default 32. Negative disables it.
 	MaxSubscriptionsPerConnection int
 	// MaxSubscriptionsPerIdentity bounds one installation key's open
-	// subscriptions over all its connections; default 16. Negative
+	// subscriptions over all its connections; default 32. Negative
 	// disables it.
 	MaxSubscriptionsPerIdentity int
 	// MaxCursorsPerConnection bounds the topics one connection's open
-	// subscriptions follow together; default 2048. Negative disables it.
+	// subscriptions follow together; default 24576. Negative disables it.
 	MaxCursorsPerConnection int
 	// MaxCursorsPerIdentity bounds the topics one installation key's open
-	// subscriptions follow together; default 4096. Negative disables it.
+	// subscriptions follow together; default 24576. Negative disables it.
 	MaxCursorsPerIdentity int
 	// SlowReaderTimeout ends a subscription stream whose reader has not
 	// taken the envelope being sent for this long; the client resubscribes
@@ -123,7 +123,7 @@ type ServerOptions struct {
 	// Per source address (an IPv4 address or an IPv6 /64), over all its
 	// connections, anonymous or not (COMP-326). MaxConnectionsPerAddress
 	// (enforced by [Server.Listener]) defaults to 64,
-	// MaxSubscriptionsPerAddress to 256, MaxCursorsPerAddress to 16384;
+	// MaxSubscriptionsPerAddress to 256, MaxCursorsPerAddress to 32768;
 	// the anonymous subscriptions of an address get the smallest share:
 	// AnonymousSubscriptionsPerAddress defaults to 16 and
 	// AnonymousCursorsPerAddress to 1024. Negative disables a limit.
@@ -197,10 +197,10 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 	pos(&r.MaxConnections, 1024)
 	pos(&r.MaxConnectionsPerIdentity, 8)
 	pos(&r.MaxSubscriptions, 4096)
-	pos(&r.MaxSubscriptionsPerConnection, 8)
-	pos(&r.MaxSubscriptionsPerIdentity, 16)
-	pos(&r.MaxCursorsPerConnection, 2048)
-	pos(&r.MaxCursorsPerIdentity, 4096)
+	pos(&r.MaxSubscriptionsPerConnection, 32)
+	pos(&r.MaxSubscriptionsPerIdentity, 32)
+	pos(&r.MaxCursorsPerConnection, 24576)
+	pos(&r.MaxCursorsPerIdentity, 24576)
 	if r.MaxStreamsPerConnection == 0 {
 		r.MaxStreamsPerConnection = 32
 	}
@@ -215,7 +215,7 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 	}
 	pos(&r.MaxConnectionsPerAddress, 64)
 	pos(&r.MaxSubscriptionsPerAddress, 256)
-	pos(&r.MaxCursorsPerAddress, 16384)
+	pos(&r.MaxCursorsPerAddress, 32768)
 	pos(&r.AnonymousSubscriptionsPerAddress, 16)
 	pos(&r.AnonymousCursorsPerAddress, 1024)
 	pos(&r.MaxCursors, 262144)

@@ -72,7 +72,7 @@ func (f *fairConfig) register(fs *flag.FlagSet) *error {
 	}
 	integer(&f.MaxConnectionsPerAddress, "max-connections-per-address", "REGROUPD_MAX_CONNECTIONS_PER_ADDRESS", 64, "open connections from one address (IPv4, or IPv6 /64), negative for no limit")
 	integer(&f.MaxSubscriptionsPerAddress, "max-subscriptions-per-address", "REGROUPD_MAX_SUBSCRIPTIONS_PER_ADDRESS", 256, "open subscriptions from one address, negative for no limit")
-	integer(&f.MaxCursorsPerAddress, "max-cursors-per-address", "REGROUPD_MAX_CURSORS_PER_ADDRESS", 16384, "topics the subscriptions from one address follow together, negative for no limit")
+	integer(&f.MaxCursorsPerAddress, "max-cursors-per-address", "REGROUPD_MAX_CURSORS_PER_ADDRESS", 32768, "topics the subscriptions from one address follow together, negative for no limit")
 	integer(&f.AnonymousSubscriptionsPerAddress, "anonymous-subscriptions-per-address", "REGROUPD_ANONYMOUS_SUBSCRIPTIONS_PER_ADDRESS", 16, "open subscriptions of unauthenticated connections from one address, negative for no limit")
 	integer(&f.AnonymousCursorsPerAddress, "anonymous-cursors-per-address", "REGROUPD_ANONYMOUS_CURSORS_PER_ADDRESS", 1024, "topics the unauthenticated subscriptions from one address follow together, negative for no limit")
 	integer(&f.MaxCursorsTotal, "max-cursors-total", "REGROUPD_MAX_CURSORS_TOTAL", 262144, "topics all open subscriptions follow together, negative for no limit")

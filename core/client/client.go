@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/identity"
@@ -64,6 +65,20 @@ type Client struct {
 
 	// background are the loops Start runs beside its own.
 	background []background
+
+	// dueLogs are the commit logs due, logTopics the commit-log topics of
+	// the held conversations, and synced whether a sync has run
+	// (COMP-280 to COMP-283).
+	dueLogs   dueLogs
+	logTopics logTopicCache
+	synced    atomic.Bool
+	// subscribed is set while subscriptions follow every topic.
+	subscribed atomic.Bool
+	recovery   recoveryState
+	// lastLogs are the logged conversations of the last sync view.
+	lastLogsMu     sync.Mutex
+	lastLogs       []loggedGroup
+	lastLogsLoaded bool
 
 	mu      sync.Mutex
 	workers *workers

@@ -18,9 +18,9 @@
 //
 // # Processing
 //
-// [Client.SyncAll] processes every Welcome, group topic and commit log
-// once, in sequence order from the stored cursors, and runs the fork
-// repair; [Client.Start] runs the same work in the background, woken by
+// [Client.SyncAll] processes every Welcome, and every group topic and
+// commit log that moved (COMP-280), in sequence order from the stored
+// cursors, and runs the fork repair; [Client.Start] runs the same work in the background, woken by
 // subscriptions, and reports what happens on [Client.Events].
 //
 // # Forks

@@ -50,13 +50,12 @@ func (c *Client) WorkerLag() WorkerLag {
 	c.lag.mu.Lock()
 	lag := WorkerLag{Topic: c.lag.topic}
 	c.lag.mu.Unlock()
-	if w := c.currentWorkers(); w != nil {
-		w.mu.Lock()
-		lag.CommitLogDue = len(w.logs)
-		if len(w.logs) > 0 && !w.dueSince.IsZero() {
-			lag.CommitLog = max(now.Sub(w.dueSince), 0)
+	if c.currentWorkers() != nil {
+		n, since := c.dueLogs.waiting()
+		lag.CommitLogDue = n
+		if n > 0 && !since.IsZero() {
+			lag.CommitLog = max(now.Sub(since), 0)
 		}
-		w.mu.Unlock()
 	}
 	return lag
 }

@@ -59,7 +59,8 @@ type Options struct {
 	// Recovery is the recovery policy (FORK-070).
 	Recovery RecoveryPolicy
 	// RecoveryInterval is how often readd requests and responses are
-	// attempted; default 10s. A conversation becoming forked and a readd
+	// attempted while a conversation is forked or a request is kept, and
+	// a sixth as often otherwise (COMP-284); default 10s. A conversation becoming forked and a readd
 	// request arriving start an attempt at once.
 	RecoveryInterval time.Duration
 	// ReaddRefreshInterval is the membership refresh interval of
@@ -76,14 +77,20 @@ type Options struct {
 	// WrapperAlgorithm is the Welcome wrapper this installation's key
 	// packages advertise; default X-Wing (COMP-127).
 	WrapperAlgorithm ports.WrapperAlgorithmID
-	// SyncInterval is how often the workers re-read every topic even when
-	// no subscription woke them; default 30s. Subscriptions wake them at
+	// SyncInterval is how often the workers check every topic for
+	// envelopes no subscription delivered and read those that moved
+	// (COMP-280); default 30s. Subscriptions wake them at
 	// once, so this is a safety net.
 	SyncInterval time.Duration
-	// CommitLogInterval is how often every conversation's commit log is
-	// published and read; default 10s. A commit the client applies
+	// CommitLogInterval is how often the commit logs are checked: those
+	// whose topic moved or whose last sync failed are published and read,
+	// and a few others in turn (COMP-282); default 10s. A commit the client applies
 	// schedules its conversation's log at once.
 	CommitLogInterval time.Duration
+	// SubscriptionTopics bounds the topics of one subscription; a client
+	// following more opens several (COMP-277). Default 1024, the delivery
+	// service's default limit; set it to a service's lower limit.
+	SubscriptionTopics int
 	// CommitRetries bounds how often the client rebuilds its own commit
 	// after losing a commit race; default 5.
 	CommitRetries int
@@ -115,6 +122,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.RecoveryInterval <= 0 {
 		r.RecoveryInterval = 10 * time.Second
+	}
+	if r.SubscriptionTopics <= 0 {
+		r.SubscriptionTopics = 1024
 	}
 	if r.CommitRetries <= 0 {
 		r.CommitRetries = 5

@@ -110,8 +110,8 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			if !oneshot { // FORK-052: a one-shot group is never streamed
 				c.events.emit(out.events...)
 			}
-			if out.merged {
-				c.logDue(groupID)
+			if out.merged || len(out.recorded) > 0 {
+				c.logDue(groupID) // a new local entry to publish (COMP-282)
 			}
 			return out.inactive, nil
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // workers are the client's background loops. They run from Start until
@@ -20,12 +21,8 @@ type workers struct {
 	// resubscribe asks the topic loop to subscribe again, because the set
 	// of topics changed.
 	resubscribe chan struct{}
-	// logs holds conversations whose commit log is due now.
-	mu   sync.Mutex
-	logs map[string]bool
-	due  chan struct{}
-	// dueSince is when logs last became non-empty.
-	dueSince time.Time
+	// due wakes the commit-log loop for the logs due now.
+	due chan struct{}
 	// recovery asks the recovery loop for a pass now.
 	recovery chan struct{}
 }
@@ -40,17 +37,20 @@ func (w *workers) stop() {
 // ctx ends.
 type background func(ctx context.Context)
 
-// Start runs the client's workers until ctx ends or Close is called: one
-// subscription to every held group topic, the installation's welcome
-// topic and the commit-log topic of every allowed conversation, which
-// processes each topic as envelopes arrive (and every SyncInterval
-// regardless); the commit-log loop, which publishes and reads every
-// allowed conversation's log every CommitLogInterval and at once after a
-// commit is merged; the recovery loop, which sends readd requests and
-// answers them every RecoveryInterval and at once when a conversation
-// becomes forked or a request arrives; and the key-package loop. A
-// delivery service that goes away and comes back is resubscribed from the
-// stored cursors, so nothing is missed or processed twice.
+// Start runs the client's workers until ctx ends or Close is called:
+// subscriptions to every held group topic, the installation's welcome
+// topic and the commit-log topic of every allowed conversation, as many
+// as the delivery service's topic limit requires (COMP-277), which
+// process each topic as envelopes arrive (and, every SyncInterval, every
+// topic that moved, COMP-280); the commit-log loop, which publishes and
+// reads a conversation's log at once after it recorded an entry, and
+// every CommitLogInterval the logs that moved and a few others in turn
+// (COMP-282); the recovery loop, which sends readd requests and answers
+// them at once when a conversation becomes forked or a request arrives,
+// and every RecoveryInterval while it may have work (COMP-284); and the
+// key-package loop. A delivery service that goes away and comes back is
+// resubscribed from the stored cursors, so nothing is missed or
+// processed twice.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -58,7 +58,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("client already started")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), logs: map[string]bool{}, due: make(chan struct{}, 1),
+	w := &workers{cancel: cancel, resubscribe: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		recovery: make(chan struct{}, 1)}
 	c.workers = w
 	loops := append([]background{c.topicLoop, c.commitLogLoop, c.recoveryLoop}, c.background...)
@@ -86,28 +86,24 @@ func (c *Client) wakeWorkers() {
 	}
 }
 
-// logDue schedules the conversation's commit log now.
+// logDue schedules the conversation's commit log now: at once when the
+// workers run, else at the next sync.
 func (c *Client) logDue(groupID []byte) {
-	c.mu.Lock()
-	w := c.workers
-	c.mu.Unlock()
+	c.dueLogs.add(groupID, c.deps.Clock.Now())
+	w := c.currentWorkers()
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	if len(w.logs) == 0 {
-		w.dueSince = c.deps.Clock.Now()
-	}
-	w.logs[string(groupID)] = true
-	w.mu.Unlock()
 	select {
 	case w.due <- struct{}{}:
 	default:
 	}
 }
 
-// recoveryDue asks the recovery loop for a pass now.
+// recoveryDue asks the recovery loop for a pass now, or the next sync
+// when the workers do not run.
 func (c *Client) recoveryDue() {
+	c.recovery.ask()
 	if w := c.currentWorkers(); w != nil {
 		select {
 		case w.recovery <- struct{}{}:
@@ -116,8 +112,8 @@ func (c *Client) recoveryDue() {
 	}
 }
 
-// recoveryLoop runs the recovery's passes every RecoveryInterval and when
-// recoveryDue asks for one. A pass never runs under a group lock: it takes
+// recoveryLoop runs the recovery's pass when recoveryDue asks for one,
+// and every RecoveryInterval when it may have work (COMP-284). A pass never runs under a group lock: it takes
 // the locks of the groups it processes and commits in.
 func (c *Client) recoveryLoop(ctx context.Context) {
 	w := c.currentWorkers()
@@ -130,31 +126,8 @@ func (c *Client) recoveryLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-w.recovery:
 		}
-		c.logErr("recovery", c.rec.Pass(ctx))
+		c.logErr("recovery", c.recoveryPass(ctx))
 	}
-}
-
-// SyncAll processes every pending Welcome and every group topic now, then
-// publishes and reads every allowed conversation's commit log, then sends
-// the readd requests due and answers those kept. It returns the errors
-// after trying everything.
-func (c *Client) SyncAll(ctx context.Context) error {
-	// Welcomes first: a held Welcome that ends lets the key tick destroy
-	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
-	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
-	gs, err := c.heldGroups(ctx)
-	if err != nil {
-		return err
-	}
-	for _, g := range gs {
-		if g.Active && g.ConversationType != ports.ConversationOneshot {
-			unlock := c.lock(g.ID)
-			errs = append(errs, c.settleIntent(ctx, g.ID), c.processGroup(ctx, g.ID))
-			unlock()
-		}
-	}
-	errs = append(errs, c.syncLogs(ctx, gs), c.rec.Pass(ctx))
-	return errors.Join(errs...)
 }
 
 func (c *Client) heldGroups(ctx context.Context) (gs []ports.Group, err error) {
@@ -163,23 +136,6 @@ func (c *Client) heldGroups(ctx context.Context) (gs []ports.Group, err error) {
 		return err
 	})
 	return gs, err
-}
-
-// syncLogs publishes and reads the commit log of every allowed
-// conversation (FORK-030, FORK-085). Publishing and reading are
-// independent: a failed publish does not stop the read.
-func (c *Client) syncLogs(ctx context.Context, gs []ports.Group) error {
-	if c.opts.DisableCommitLog {
-		return nil
-	}
-	var errs []error
-	for _, g := range gs {
-		if !logged(g) {
-			continue
-		}
-		errs = append(errs, c.syncLog(ctx, g.ID))
-	}
-	return errors.Join(errs...)
 }
 
 func (c *Client) syncLog(ctx context.Context, groupID []byte) error {
@@ -202,8 +158,10 @@ func logged(g ports.Group) bool {
 		(g.ConversationType == ports.ConversationGroup || g.ConversationType == ports.ConversationDM)
 }
 
-// commitLogLoop runs the commit log of every allowed conversation every
-// CommitLogInterval, and of a conversation at once when logDue named it.
+// commitLogLoop syncs a conversation's commit log at once when logDue
+// named it, and every CommitLogInterval runs the timed pass: the logs
+// whose topic moved or whose last sync failed, and a bounded sweep of the
+// others (COMP-282).
 func (c *Client) commitLogLoop(ctx context.Context) {
 	if c.opts.DisableCommitLog {
 		return
@@ -216,18 +174,13 @@ func (c *Client) commitLogLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			gs, err := c.heldGroups(ctx)
-			if err == nil {
-				err = c.syncLogs(ctx, gs)
-			}
-			c.logErr("commit log pass", err)
+			c.logErr("commit log pass", c.logPass(ctx))
 		case <-w.due:
-			w.mu.Lock()
-			due := w.logs
-			w.logs = map[string]bool{}
-			w.mu.Unlock()
-			for id := range due {
-				c.logErr("commit log", c.syncLog(ctx, []byte(id)))
+			for id := range c.dueLogs.takeNow() {
+				if err := c.syncLog(ctx, []byte(id)); err != nil {
+					c.logErr("commit log", err)
+					c.dueLogs.retry([]byte(id))
+				}
 			}
 		}
 	}
@@ -278,23 +231,27 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub, err := c.deps.Transport.Subscribe(sctx, cursors)
+	subs, err := subscribeAll(sctx, c.deps.Transport, cursors, c.opts.SubscriptionTopics)
 	if err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	defer sub.Close()
-	arrived := make(chan []byte, 64)
+	defer subs.close()
+	c.subscribed.Store(true)
+	defer c.subscribed.Store(false)
+	envs := make(chan *backendpb.OriginatorEnvelope, 64)
 	failed := make(chan error, 1)
+	subs.run(sctx, envs, failed)
+	arrived := make(chan []byte, 64)
 	go func() {
 		for {
-			env, err := sub.Next(sctx)
-			if err != nil {
-				failed <- err
-				return
-			}
-			c.lag.received(env.GetServerTimestampNs())
 			select {
-			case arrived <- env.GetEnvelope().GetTargetTopic():
+			case env := <-envs:
+				c.lag.received(env.GetServerTimestampNs())
+				select {
+				case arrived <- env.GetEnvelope().GetTargetTopic():
+				case <-sctx.Done():
+					return
+				}
 			case <-sctx.Done():
 				return
 			}
@@ -309,7 +266,7 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 		case <-w.resubscribe:
 			return nil
 		case <-tick.C:
-			c.logErr("sync", c.SyncAll(ctx))
+			c.logErr("sync", c.sync(ctx, false))
 		case err := <-failed:
 			if ctx.Err() != nil {
 				return nil
@@ -323,9 +280,10 @@ func (c *Client) subscribeOnce(ctx context.Context, w *workers) error {
 }
 
 // cursors returns the subscription cursors of every followed topic and a
-// function that processes a topic an envelope arrived on.
+// function that processes a topic an envelope arrived on. The groups and
+// their positions come from one transaction.
 func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context.Context, []byte) error, error) {
-	gs, err := c.heldGroups(ctx)
+	v, err := c.loadView(ctx, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -337,8 +295,8 @@ func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context
 	}
 	cursors = append(cursors, ports.TopicCursor{Topic: wt, After: wc})
 	byTopic[string(wt)] = c.processWelcomes
-	for _, g := range gs {
-		if !g.Active || g.ConversationType == ports.ConversationOneshot {
+	for _, g := range v.groups {
+		if !followed(g) {
 			continue
 		}
 		id := g.ID
@@ -348,21 +306,16 @@ func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context
 			defer c.lock(id)()
 			return errors.Join(c.settleIntent(ctx, id), c.processGroup(ctx, id))
 		}
-		if logged(g) && !c.opts.DisableCommitLog {
-			keys, err := commitlog.DeriveKeys(g.GroupRoot)
-			if err != nil {
-				continue
-			}
-			var pos uint64
-			_ = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
-				pos, err = tx.RemoteCommitLog().ReadPosition(ctx, id)
-				return err
-			})
-			cursors = append(cursors, ports.TopicCursor{Topic: keys.Topic, After: pos})
-			byTopic[string(keys.Topic)] = func(ctx context.Context) error {
-				_, err := c.log.Read(ctx, id)
-				return err
-			}
+	}
+	for _, l := range v.logs {
+		if !l.active {
+			continue
+		}
+		id := l.id
+		cursors = append(cursors, ports.TopicCursor{Topic: l.topic, After: l.pos})
+		byTopic[string(l.topic)] = func(ctx context.Context) error {
+			_, err := c.log.Read(ctx, id)
+			return err
 		}
 	}
 	route := func(ctx context.Context, topic []byte) error {

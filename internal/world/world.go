@@ -58,7 +58,11 @@ func Each(t *testing.T, modes []string, fn func(t *testing.T, w *World)) {
 func New(t testing.TB, mode string) *World { return NewFor(t, mode, 5*time.Minute) }
 
 // NewFor is New with d for everything the test does.
-func NewFor(t testing.TB, mode string, d time.Duration) *World {
+func NewFor(t testing.TB, mode string, d time.Duration) *World { return NewWithFlags(t, mode, d) }
+
+// NewWithFlags is NewFor with extra regroupd flags in the networked
+// modes (a lower limit, say); the embedded mode ignores them.
+func NewWithFlags(t testing.TB, mode string, d time.Duration, flags ...string) *World {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -72,10 +76,10 @@ func NewFor(t testing.TB, mode string, d time.Duration) *World {
 		t.Cleanup(cleanup)
 		w.svc = svc
 	case "sqlite":
-		w.Regroupd = testenv.StartRegroupd(t, "sqlite")
+		w.Regroupd = testenv.StartRegroupdWith(t, "sqlite", flags...)
 	case "postgres":
 		w.dsn = testenv.PostgresDSN(t)
-		w.Regroupd = testenv.StartRegroupd(t, "postgres")
+		w.Regroupd = testenv.StartRegroupdWith(t, "postgres", flags...)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}

@@ -20,6 +20,7 @@ var logCases = []testCase{
 	{"FORK-088/FloorAbsentDiffersFromZero", testFloor},
 	{"FORK-089/BoundaryTakesMaximum", testBoundaries},
 	{"FORK-085/PublishProgressReplaced", testPublishProgress},
+	{"COMP-280/CommitLogOverview", testCommitLogOverview},
 }
 
 func localEntry(g []byte, membership, commitSeq uint64) ports.LocalCommitLogEntry {

@@ -39,10 +39,11 @@ var saboteurs = map[string][]string{
 	"publish-keeps-caller-envelope": {"Results_DoNotShareMemory"},
 	"invalid-as-unavailable": {"COMP040_COMP042_InvalidArgument_Reasons", "COMP050_PublishSignature_Admission",
 		"InvalidArgument_BatchStoresNothing", "COMP143_CursorAboveInt64_InvalidArgument"},
-	"reason-dropped":     {"COMP040_COMP042_InvalidArgument_Reasons", "COMP050_PublishSignature_Admission"},
-	"batch-split":        {"InvalidArgument_BatchStoresNothing"},
-	"batch-ids-reversed": {"FORK021_ConcurrentPublishers_AckedIDsReadBack", "COMP144_CommitLogEntryStoredOnce"},
-	"cursor-clamped":     {"COMP143_CursorAboveInt64_InvalidArgument"},
+	"reason-dropped":      {"COMP040_COMP042_InvalidArgument_Reasons", "COMP050_PublishSignature_Admission"},
+	"batch-split":         {"InvalidArgument_BatchStoresNothing"},
+	"batch-ids-reversed":  {"FORK021_ConcurrentPublishers_AckedIDsReadBack", "COMP144_CommitLogEntryStoredOnce"},
+	"cursor-clamped":      {"COMP143_CursorAboveInt64_InvalidArgument"},
+	"highest-batch-stale": {"API244_COMP279_HighestSequenceIDs_Batched"},
 }
 
 // harness serves every case from one in-process delivery service on a
@@ -266,6 +267,19 @@ func (s *saboteur) Query(ctx context.Context, topic []byte, after uint64, limit 
 		page = append(page, page[len(page)-1])
 	}
 	return page, err
+}
+
+// HighestSequenceIDs passes the batched read on; "highest-batch-stale"
+// answers 0 for every topic after the first, as a service that read only
+// one would.
+func (s *saboteur) HighestSequenceIDs(ctx context.Context, topics [][]byte) ([]uint64, error) {
+	ids, err := s.Transport.(ports.HighestReader).HighestSequenceIDs(ctx, topics)
+	if err == nil && s.rule == "highest-batch-stale" {
+		for i := 1; i < len(ids); i++ {
+			ids[i] = 0
+		}
+	}
+	return ids, err
 }
 
 func (s *saboteur) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {

@@ -119,6 +119,7 @@ func cases() []testCase {
 		{"Query_Paging", testPaging},
 		{"QueryNewest", testNewest},
 		{"API244_HighestSequenceID", testHighest},
+		{"API244_COMP279_HighestSequenceIDs_Batched", testHighestBatched},
 		{"Subscribe_BacklogThenNew", testSubscribeBacklog},
 		{"Subscribe_ResumeNoGapAcrossReconnect", testSubscribeResume},
 		{"Subscribe_NoGapAcrossServerRestart", testSubscribeBounce},

@@ -709,6 +709,94 @@ func (x *SubscribeResponse) GetEnvelopes() []*backendpb.OriginatorEnvelope {
 	return nil
 }
 
+type HighestSequenceIdsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        [][]byte               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HighestSequenceIdsRequest) Reset() {
+	*x = HighestSequenceIdsRequest{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HighestSequenceIdsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HighestSequenceIdsRequest) ProtoMessage() {}
+
+func (x *HighestSequenceIdsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HighestSequenceIdsRequest.ProtoReflect.Descriptor instead.
+func (*HighestSequenceIdsRequest) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HighestSequenceIdsRequest) GetTopics() [][]byte {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+type HighestSequenceIdsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SequenceIds   []uint64               `protobuf:"varint,1,rep,packed,name=sequence_ids,json=sequenceIds,proto3" json:"sequence_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HighestSequenceIdsResponse) Reset() {
+	*x = HighestSequenceIdsResponse{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HighestSequenceIdsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HighestSequenceIdsResponse) ProtoMessage() {}
+
+func (x *HighestSequenceIdsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HighestSequenceIdsResponse.ProtoReflect.Descriptor instead.
+func (*HighestSequenceIdsResponse) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HighestSequenceIdsResponse) GetSequenceIds() []uint64 {
+	if x != nil {
+		return x.SequenceIds
+	}
+	return nil
+}
+
 var File_deliverypb_delivery_proto protoreflect.FileDescriptor
 
 const file_deliverypb_delivery_proto_rawDesc = "" +
@@ -746,7 +834,11 @@ const file_deliverypb_delivery_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12:\n" +
 	"\acursors\x18\x01 \x03(\v2 .regroup.delivery.v1.TopicCursorR\acursors\"V\n" +
 	"\x11SubscribeResponse\x12A\n" +
-	"\tenvelopes\x18\x01 \x03(\v2#.xmtp.backend.v1.OriginatorEnvelopeR\tenvelopes2\xa5\x05\n" +
+	"\tenvelopes\x18\x01 \x03(\v2#.xmtp.backend.v1.OriginatorEnvelopeR\tenvelopes\"3\n" +
+	"\x19HighestSequenceIdsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\fR\x06topics\"?\n" +
+	"\x1aHighestSequenceIdsResponse\x12!\n" +
+	"\fsequence_ids\x18\x01 \x03(\x04R\vsequenceIds2\x9c\x06\n" +
 	"\bDelivery\x12Z\n" +
 	"\tChallenge\x12%.regroup.delivery.v1.ChallengeRequest\x1a&.regroup.delivery.v1.ChallengeResponse\x12c\n" +
 	"\fAuthenticate\x12(.regroup.delivery.v1.AuthenticateRequest\x1a).regroup.delivery.v1.AuthenticateResponse\x12T\n" +
@@ -754,7 +846,8 @@ const file_deliverypb_delivery_proto_rawDesc = "" +
 	"\x05Query\x12!.regroup.delivery.v1.QueryRequest\x1a\".regroup.delivery.v1.QueryResponse\x12`\n" +
 	"\vQueryNewest\x12'.regroup.delivery.v1.QueryNewestRequest\x1a(.regroup.delivery.v1.QueryNewestResponse\x12r\n" +
 	"\x11HighestSequenceId\x12-.regroup.delivery.v1.HighestSequenceIdRequest\x1a..regroup.delivery.v1.HighestSequenceIdResponse\x12\\\n" +
-	"\tSubscribe\x12%.regroup.delivery.v1.SubscribeRequest\x1a&.regroup.delivery.v1.SubscribeResponse0\x01B<Z:github.com/regroup-mls/regroup/proto/deliverypb;deliverypbb\x06proto3"
+	"\tSubscribe\x12%.regroup.delivery.v1.SubscribeRequest\x1a&.regroup.delivery.v1.SubscribeResponse0\x01\x12u\n" +
+	"\x12HighestSequenceIds\x12..regroup.delivery.v1.HighestSequenceIdsRequest\x1a/.regroup.delivery.v1.HighestSequenceIdsResponseB<Z:github.com/regroup-mls/regroup/proto/deliverypb;deliverypbb\x06proto3"
 
 var (
 	file_deliverypb_delivery_proto_rawDescOnce sync.Once
@@ -768,7 +861,7 @@ func file_deliverypb_delivery_proto_rawDescGZIP() []byte {
 	return file_deliverypb_delivery_proto_rawDescData
 }
 
-var file_deliverypb_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_deliverypb_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_deliverypb_delivery_proto_goTypes = []any{
 	(*ChallengeRequest)(nil),             // 0: regroup.delivery.v1.ChallengeRequest
 	(*ChallengeResponse)(nil),            // 1: regroup.delivery.v1.ChallengeResponse
@@ -785,15 +878,17 @@ var file_deliverypb_delivery_proto_goTypes = []any{
 	(*TopicCursor)(nil),                  // 12: regroup.delivery.v1.TopicCursor
 	(*SubscribeRequest)(nil),             // 13: regroup.delivery.v1.SubscribeRequest
 	(*SubscribeResponse)(nil),            // 14: regroup.delivery.v1.SubscribeResponse
-	(*backendpb.ClientEnvelope)(nil),     // 15: xmtp.backend.v1.ClientEnvelope
-	(*backendpb.OriginatorEnvelope)(nil), // 16: xmtp.backend.v1.OriginatorEnvelope
+	(*HighestSequenceIdsRequest)(nil),    // 15: regroup.delivery.v1.HighestSequenceIdsRequest
+	(*HighestSequenceIdsResponse)(nil),   // 16: regroup.delivery.v1.HighestSequenceIdsResponse
+	(*backendpb.ClientEnvelope)(nil),     // 17: xmtp.backend.v1.ClientEnvelope
+	(*backendpb.OriginatorEnvelope)(nil), // 18: xmtp.backend.v1.OriginatorEnvelope
 }
 var file_deliverypb_delivery_proto_depIdxs = []int32{
-	15, // 0: regroup.delivery.v1.PublishRequest.envelopes:type_name -> xmtp.backend.v1.ClientEnvelope
-	16, // 1: regroup.delivery.v1.QueryResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
-	16, // 2: regroup.delivery.v1.QueryNewestResponse.envelope:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	17, // 0: regroup.delivery.v1.PublishRequest.envelopes:type_name -> xmtp.backend.v1.ClientEnvelope
+	18, // 1: regroup.delivery.v1.QueryResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	18, // 2: regroup.delivery.v1.QueryNewestResponse.envelope:type_name -> xmtp.backend.v1.OriginatorEnvelope
 	12, // 3: regroup.delivery.v1.SubscribeRequest.cursors:type_name -> regroup.delivery.v1.TopicCursor
-	16, // 4: regroup.delivery.v1.SubscribeResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	18, // 4: regroup.delivery.v1.SubscribeResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
 	0,  // 5: regroup.delivery.v1.Delivery.Challenge:input_type -> regroup.delivery.v1.ChallengeRequest
 	2,  // 6: regroup.delivery.v1.Delivery.Authenticate:input_type -> regroup.delivery.v1.AuthenticateRequest
 	4,  // 7: regroup.delivery.v1.Delivery.Publish:input_type -> regroup.delivery.v1.PublishRequest
@@ -801,15 +896,17 @@ var file_deliverypb_delivery_proto_depIdxs = []int32{
 	8,  // 9: regroup.delivery.v1.Delivery.QueryNewest:input_type -> regroup.delivery.v1.QueryNewestRequest
 	10, // 10: regroup.delivery.v1.Delivery.HighestSequenceId:input_type -> regroup.delivery.v1.HighestSequenceIdRequest
 	13, // 11: regroup.delivery.v1.Delivery.Subscribe:input_type -> regroup.delivery.v1.SubscribeRequest
-	1,  // 12: regroup.delivery.v1.Delivery.Challenge:output_type -> regroup.delivery.v1.ChallengeResponse
-	3,  // 13: regroup.delivery.v1.Delivery.Authenticate:output_type -> regroup.delivery.v1.AuthenticateResponse
-	5,  // 14: regroup.delivery.v1.Delivery.Publish:output_type -> regroup.delivery.v1.PublishResponse
-	7,  // 15: regroup.delivery.v1.Delivery.Query:output_type -> regroup.delivery.v1.QueryResponse
-	9,  // 16: regroup.delivery.v1.Delivery.QueryNewest:output_type -> regroup.delivery.v1.QueryNewestResponse
-	11, // 17: regroup.delivery.v1.Delivery.HighestSequenceId:output_type -> regroup.delivery.v1.HighestSequenceIdResponse
-	14, // 18: regroup.delivery.v1.Delivery.Subscribe:output_type -> regroup.delivery.v1.SubscribeResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
+	15, // 12: regroup.delivery.v1.Delivery.HighestSequenceIds:input_type -> regroup.delivery.v1.HighestSequenceIdsRequest
+	1,  // 13: regroup.delivery.v1.Delivery.Challenge:output_type -> regroup.delivery.v1.ChallengeResponse
+	3,  // 14: regroup.delivery.v1.Delivery.Authenticate:output_type -> regroup.delivery.v1.AuthenticateResponse
+	5,  // 15: regroup.delivery.v1.Delivery.Publish:output_type -> regroup.delivery.v1.PublishResponse
+	7,  // 16: regroup.delivery.v1.Delivery.Query:output_type -> regroup.delivery.v1.QueryResponse
+	9,  // 17: regroup.delivery.v1.Delivery.QueryNewest:output_type -> regroup.delivery.v1.QueryNewestResponse
+	11, // 18: regroup.delivery.v1.Delivery.HighestSequenceId:output_type -> regroup.delivery.v1.HighestSequenceIdResponse
+	14, // 19: regroup.delivery.v1.Delivery.Subscribe:output_type -> regroup.delivery.v1.SubscribeResponse
+	16, // 20: regroup.delivery.v1.Delivery.HighestSequenceIds:output_type -> regroup.delivery.v1.HighestSequenceIdsResponse
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -826,7 +923,7 @@ func file_deliverypb_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deliverypb_delivery_proto_rawDesc), len(file_deliverypb_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,13 +24,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Delivery_Challenge_FullMethodName         = "/regroup.delivery.v1.Delivery/Challenge"
-	Delivery_Authenticate_FullMethodName      = "/regroup.delivery.v1.Delivery/Authenticate"
-	Delivery_Publish_FullMethodName           = "/regroup.delivery.v1.Delivery/Publish"
-	Delivery_Query_FullMethodName             = "/regroup.delivery.v1.Delivery/Query"
-	Delivery_QueryNewest_FullMethodName       = "/regroup.delivery.v1.Delivery/QueryNewest"
-	Delivery_HighestSequenceId_FullMethodName = "/regroup.delivery.v1.Delivery/HighestSequenceId"
-	Delivery_Subscribe_FullMethodName         = "/regroup.delivery.v1.Delivery/Subscribe"
+	Delivery_Challenge_FullMethodName          = "/regroup.delivery.v1.Delivery/Challenge"
+	Delivery_Authenticate_FullMethodName       = "/regroup.delivery.v1.Delivery/Authenticate"
+	Delivery_Publish_FullMethodName            = "/regroup.delivery.v1.Delivery/Publish"
+	Delivery_Query_FullMethodName              = "/regroup.delivery.v1.Delivery/Query"
+	Delivery_QueryNewest_FullMethodName        = "/regroup.delivery.v1.Delivery/QueryNewest"
+	Delivery_HighestSequenceId_FullMethodName  = "/regroup.delivery.v1.Delivery/HighestSequenceId"
+	Delivery_Subscribe_FullMethodName          = "/regroup.delivery.v1.Delivery/Subscribe"
+	Delivery_HighestSequenceIds_FullMethodName = "/regroup.delivery.v1.Delivery/HighestSequenceIds"
 )
 
 // DeliveryClient is the client API for Delivery service.
@@ -55,6 +56,9 @@ type DeliveryClient interface {
 	// topic. The server sends its response headers once the subscription is
 	// accepted.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
+	// Returns the highest sequence id ever assigned on each topic, in order,
+	// 0 for a topic with none; 1 to 1024 topics per call.
+	HighestSequenceIds(ctx context.Context, in *HighestSequenceIdsRequest, opts ...grpc.CallOption) (*HighestSequenceIdsResponse, error)
 }
 
 type deliveryClient struct {
@@ -144,6 +148,16 @@ func (c *deliveryClient) Subscribe(ctx context.Context, in *SubscribeRequest, op
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Delivery_SubscribeClient = grpc.ServerStreamingClient[SubscribeResponse]
 
+func (c *deliveryClient) HighestSequenceIds(ctx context.Context, in *HighestSequenceIdsRequest, opts ...grpc.CallOption) (*HighestSequenceIdsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HighestSequenceIdsResponse)
+	err := c.cc.Invoke(ctx, Delivery_HighestSequenceIds_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeliveryServer is the server API for Delivery service.
 // All implementations must embed UnimplementedDeliveryServer
 // for forward compatibility.
@@ -166,6 +180,9 @@ type DeliveryServer interface {
 	// topic. The server sends its response headers once the subscription is
 	// accepted.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
+	// Returns the highest sequence id ever assigned on each topic, in order,
+	// 0 for a topic with none; 1 to 1024 topics per call.
+	HighestSequenceIds(context.Context, *HighestSequenceIdsRequest) (*HighestSequenceIdsResponse, error)
 	mustEmbedUnimplementedDeliveryServer()
 }
 
@@ -196,6 +213,9 @@ func (UnimplementedDeliveryServer) HighestSequenceId(context.Context, *HighestSe
 }
 func (UnimplementedDeliveryServer) Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error {
 	return status.Error(codes.Unimplemented, "method Subscribe not implemented")
+}
+func (UnimplementedDeliveryServer) HighestSequenceIds(context.Context, *HighestSequenceIdsRequest) (*HighestSequenceIdsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HighestSequenceIds not implemented")
 }
 func (UnimplementedDeliveryServer) mustEmbedUnimplementedDeliveryServer() {}
 func (UnimplementedDeliveryServer) testEmbeddedByValue()                  {}
@@ -337,6 +357,24 @@ func _Delivery_Subscribe_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Delivery_SubscribeServer = grpc.ServerStreamingServer[SubscribeResponse]
 
+func _Delivery_HighestSequenceIds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HighestSequenceIdsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeliveryServer).HighestSequenceIds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Delivery_HighestSequenceIds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeliveryServer).HighestSequenceIds(ctx, req.(*HighestSequenceIdsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Delivery_ServiceDesc is the grpc.ServiceDesc for Delivery service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -367,6 +405,10 @@ var Delivery_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HighestSequenceId",
 			Handler:    _Delivery_HighestSequenceId_Handler,
+		},
+		{
+			MethodName: "HighestSequenceIds",
+			Handler:    _Delivery_HighestSequenceIds_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
