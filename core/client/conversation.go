@@ -20,7 +20,9 @@ import (
 
 // ProtocolVersion is the protocol version this client implements; a
 // group whose minimum protocol version is later is not joined (JOIN-057).
-var ProtocolVersion = metadata.Version{Major: 1, Minor: 6, Patch: 0}
+// It is at least [policy.ViewerProtocolVersion]: this client enforces the
+// viewer rules (COMP-390).
+var ProtocolVersion = metadata.Version{Major: 1, Minor: 7, Patch: 0}
 
 // GroupOptions describe a group to create.
 type GroupOptions struct {

@@ -147,7 +147,15 @@ func (cv *Conversation) addBuilder(inboxes, viewers []string, cands []candidate)
 		d = d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem))
 		if len(viewers) > 0 {
 			old, _ := d.Viewers()
+			before := d
 			d = d.Set(metadata.ComponentViewerList, metadata.EncodeInboxList(dedupe(append(slices.Clone(old), viewers...))))
+			r, err := policy.RolesOf(view)
+			if err != nil {
+				return ports.CommitOptions{}, nil, err
+			}
+			if d, err = cv.raiseFloor(r, before, d); err != nil {
+				return ports.CommitOptions{}, nil, err
+			}
 		}
 		opts.GroupContextExtensions, err = d.Apply(view.Extensions)
 		if err != nil {

@@ -132,7 +132,11 @@ func (cv *Conversation) updateMetadata(ctx context.Context, fn func(metadata.Dic
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
+		before := d
 		if d, err = fn(d, r); err != nil {
+			return ports.CommitOptions{}, nil, err
+		}
+		if d, err = cv.raiseFloor(r, before, d); err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
 		exts, err := d.Apply(view.Extensions)

@@ -131,3 +131,23 @@ func setRoleLists(d metadata.Dictionary, supers, admins, viewers []string) metad
 	}
 	return d
 }
+
+// raiseFloor applies COMP-390 to a commit this installation builds: a
+// commit that gives the group viewers, or another role policy version,
+// also raises the group's minimum protocol version to
+// [policy.ViewerProtocolVersion] when it is lower, so that clients which
+// do not know the viewer rules hold at this commit instead of accepting
+// what later clients refuse. Raising it is a super admin's change
+// (COMP-181): anyone else's such commit is refused here with
+// [ErrNotPermitted] until a super admin has raised it.
+func (cv *Conversation) raiseFloor(r policy.Roles, before, after metadata.Dictionary) (metadata.Dictionary, error) {
+	raised, ok := policy.RaiseFloor(before, after)
+	if !ok {
+		return after, nil
+	}
+	if err := r.MayChange(metadata.ComponentMinProtocol, cv.c.InboxID()); err != nil {
+		return after, fmt.Errorf("%w: giving the group viewers needs its minimum protocol version at %v, which a super admin sets: %v",
+			ErrNotPermitted, policy.ViewerProtocolVersion, err)
+	}
+	return raised, nil
+}
