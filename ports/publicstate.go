@@ -92,3 +92,13 @@ type PublicStateStore interface {
 	// stored. Advances name distinct groups.
 	AppendWithState(ctx context.Context, envs []NewStoredEnvelope, advances []PublicStateAdvance) ([]uint64, error)
 }
+
+// PublicStateViewer is an optional interface of a [PublicGroups]
+// validator: it reads a stored state back as a [GroupView] (as
+// [PublicState.View] reports it), which a delivery service needs to run
+// the role policy on the state before a commit when it did not compute
+// that state itself since it started.
+type PublicStateViewer interface {
+	// View returns the view of state, an encoding [PublicGroups] returned.
+	View(ctx context.Context, state []byte) (GroupView, error)
+}

@@ -44,9 +44,9 @@ func ParseTopic(topic []byte) (ports.TopicKind, []byte, error) {
 	}
 	kind, id := ports.TopicKind(topic[0]), topic[1:]
 	switch kind {
-	case ports.TopicGroupMessages:
+	case ports.TopicGroupMessages, ports.TopicGroupInfo:
 		if len(id) != 16 && len(id) != 32 {
-			return 0, nil, invalid("group-message topic identifier is %d bytes, want 16 or 32", len(id))
+			return 0, nil, invalid("topic kind 0x%02x identifier (a group id) is %d bytes, want 16 or 32", byte(kind), len(id))
 		}
 	case ports.TopicWelcomes, ports.TopicIdentityUpdates, ports.TopicKeyPackages, ports.TopicCommitLog:
 		if len(id) != 32 {
@@ -104,6 +104,7 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 		ports.TopicIdentityUpdates: "identity_update",
 		ports.TopicKeyPackages:     "key_package",
 		ports.TopicCommitLog:       "sealed_commit_log_entry",
+		ports.TopicGroupInfo:       "group_message",
 	}[kind]
 	mismatch := func(got string) error {
 		return invalid("topic kind 0x%02x takes a %s payload, got %s", byte(kind), want, got)
@@ -115,11 +116,16 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 		}
 		return 0, because(RefusedPayload, invalid("envelope has no payload"))
 	case *backendpb.ClientEnvelope_GroupMessage:
-		if kind != ports.TopicGroupMessages {
+		if kind != ports.TopicGroupMessages && kind != ports.TopicGroupInfo {
 			return 0, because(RefusedPayload, mismatch("group_message"))
 		}
 		if len(p.GroupMessage) == 0 {
 			return 0, because(RefusedPayload, invalid("empty group_message"))
+		}
+		if kind == ports.TopicGroupInfo && !isGroupInfo(p.GroupMessage) {
+			// COMP-372: a GroupInfo topic carries MLSMessages of wire
+			// format group_info only.
+			return 0, because(RefusedPayload, invalid("a group-info topic takes an MLSMessage of wire format group_info"))
 		}
 	case *backendpb.ClientEnvelope_WelcomeMessage:
 		if kind != ports.TopicWelcomes {

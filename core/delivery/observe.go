@@ -42,7 +42,7 @@ type Observer interface {
 
 // KindName is the metric label of the topic kind a topic starts with:
 // group_messages, welcomes, identity_updates, key_packages, commit_log,
-// or unknown.
+// group_info, or unknown.
 func KindName(topic []byte) string {
 	if len(topic) == 0 {
 		return "unknown"
@@ -58,6 +58,8 @@ func KindName(topic []byte) string {
 		return "key_packages"
 	case ports.TopicCommitLog:
 		return "commit_log"
+	case ports.TopicGroupInfo:
+		return "group_info"
 	}
 	return "unknown"
 }
