@@ -74,7 +74,15 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			return nil, err
 		}
 	}
+	var pg ports.PublicGroups
+	if cfg.AcceptCommits {
+		if pg, err = publicValidator(); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("commit acceptance (-accept-commits): %w", err)
+		}
+	}
 	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
+		PublicGroups:        pg,
 		KeyPackageValidator: kpv,
 		Clock:               clock.System{},
 		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,

@@ -82,7 +82,8 @@ func TestCOMP040_Topics_IdentifierLength(t *testing.T) {
 		{ports.TopicIdentityUpdates, 32, true}, {ports.TopicIdentityUpdates, 33, false},
 		{ports.TopicKeyPackages, 32, true}, {ports.TopicKeyPackages, 0, false},
 		{ports.TopicCommitLog, 32, true}, {ports.TopicCommitLog, 16, false},
-		{0x05, 32, false},
+		{ports.TopicGroupInfo, 16, true}, {ports.TopicGroupInfo, 32, true}, {ports.TopicGroupInfo, 20, false},
+		{0x06, 32, false},
 	} {
 		_, _, err := ParseTopic(append([]byte{byte(c.kind)}, make([]byte, c.n)...))
 		if (err == nil) != c.ok {

@@ -91,9 +91,38 @@ func RegroupdBinary(tb testing.TB) string {
 	return binPath
 }
 
+// RegroupdBinaryTagged builds cmd/regroupd with the build tags (a
+// comma-separated list) once per test binary and tag list, and returns
+// its path.
+func RegroupdBinaryTagged(tb testing.TB, tags string) string {
+	tb.Helper()
+	taggedMu.Lock()
+	defer taggedMu.Unlock()
+	if p, ok := tagged[tags]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "regroupd-bin-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := filepath.Join(dir, "regroupd")
+	out, err := exec.Command("go", "build", "-tags", tags, "-o", p, "github.com/regroup-mls/regroup/cmd/regroupd").CombinedOutput()
+	if err != nil {
+		tb.Fatalf("go build -tags %s regroupd: %v\n%s", tags, err, out)
+	}
+	tagged[tags] = p
+	return p
+}
+
+var (
+	taggedMu sync.Mutex
+	tagged   = map[string]string{}
+)
+
 // Regroupd is a regroupd process a test started.
 type Regroupd struct {
 	tb     testing.TB
+	bin    string
 	args   []string
 	cmd    *exec.Cmd
 	exited chan error
@@ -113,6 +142,13 @@ func StartRegroupd(tb testing.TB, db string) *Regroupd {
 // -tls-cert and -tls-key).
 func StartRegroupdWith(tb testing.TB, db string, extra ...string) *Regroupd {
 	tb.Helper()
+	return StartRegroupdFrom(tb, "", db, extra...)
+}
+
+// StartRegroupdFrom is [StartRegroupdWith] running the binary bin (from
+// [RegroupdBinaryTagged]); "" builds the plain one.
+func StartRegroupdFrom(tb testing.TB, bin, db string, extra ...string) *Regroupd {
+	tb.Helper()
 	args := []string{"-listen", "127.0.0.1:0", "-health-listen", ""}
 	switch db {
 	case "sqlite":
@@ -124,7 +160,7 @@ func StartRegroupdWith(tb testing.TB, db string, extra ...string) *Regroupd {
 		tb.Fatalf("unknown database %q", db)
 	}
 	args = append(args, extra...)
-	r := &Regroupd{tb: tb, args: args}
+	r := &Regroupd{tb: tb, bin: bin, args: args}
 	r.start()
 	r.args[1] = r.Addr // a restart comes back on the same port
 	tb.Cleanup(r.Kill)
@@ -133,7 +169,11 @@ func StartRegroupdWith(tb testing.TB, db string, extra ...string) *Regroupd {
 
 func (r *Regroupd) start() {
 	r.tb.Helper()
-	cmd := exec.Command(RegroupdBinary(r.tb), append(r.args, "-log-level", "info")...)
+	bin := r.bin
+	if bin == "" {
+		bin = RegroupdBinary(r.tb)
+	}
+	cmd := exec.Command(bin, append(r.args, "-log-level", "info")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		r.tb.Fatal(err)
@@ -180,4 +220,16 @@ func (r *Regroupd) Restart() {
 	r.tb.Helper()
 	r.Kill()
 	r.start()
+}
+
+// Flag returns the value regroupd was started with for the flag name
+// (without its dash), "" when not given: "database" is the SQLite file or
+// the PostgreSQL DSN, "postgres-schema" the schema.
+func (r *Regroupd) Flag(name string) string {
+	for i := 0; i+1 < len(r.args); i++ {
+		if r.args[i] == "-"+name {
+			return r.args[i+1]
+		}
+	}
+	return ""
 }
