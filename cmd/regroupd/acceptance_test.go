@@ -78,7 +78,7 @@ func topicOf(kind ports.TopicKind, id []byte) []byte { return append([]byte{byte
 
 // groupInfo returns the member's signed GroupInfo of the group's current
 // epoch, with its tree.
-func groupInfo(t *testing.T, m *world.Member, id []byte) []byte {
+func groupInfo(t testing.TB, m *world.Member, id []byte) []byte {
 	t.Helper()
 	var gi []byte
 	m.Tx(func(tx ports.Tx) (err error) {

@@ -165,7 +165,7 @@ func (privateValidator) CheckGroupInfo(_ context.Context, state, groupInfo []byt
 	if err != nil {
 		return err
 	}
-	want, _ := codec.Marshal(ptr(g.GroupContext()))
+	want, _ := codec.Marshal(addr(g.GroupContext()))
 	got, _ := codec.Marshal(&m.GroupInfo.GroupContext)
 	if !bytes.Equal(want, got) {
 		return refuse(ports.RefusedGroupInfo, fmt.Errorf("group context of epoch %d, the state is at %d", m.GroupInfo.GroupContext.Epoch, g.Epoch()))
@@ -189,7 +189,7 @@ func (privateValidator) View(_ context.Context, state []byte) (ports.GroupView, 
 	return viewOf(g), nil
 }
 
-func ptr[T any](v T) *T { return &v }
+func addr[T any](v T) *T { return &v }
 
 func viewOf(g *group.Group) ports.GroupView {
 	gc := g.GroupContext()
