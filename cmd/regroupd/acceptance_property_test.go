@@ -198,3 +198,35 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 		a.follows(id, in...)
 	}
 }
+
+// COMP-376: -accept-commits is off by default, a malformed environment
+// value is refused like a malformed flag, and regroupd does not start
+// with it on when its engine offers no validator.
+func TestCOMP376_AcceptCommitsSwitch(t *testing.T) {
+	if cfg, err := parseConfig(nil); err != nil || cfg.AcceptCommits {
+		t.Fatalf("default: accept commits %v, %v; want off", cfg.AcceptCommits, err)
+	}
+	if cfg, err := parseConfig([]string{"-accept-commits"}); err != nil || !cfg.AcceptCommits {
+		t.Fatalf("-accept-commits: %v, %v", cfg.AcceptCommits, err)
+	}
+	t.Setenv("REGROUPD_ACCEPT_COMMITS", "maybe")
+	if _, err := parseConfig(nil); err == nil || !strings.Contains(err.Error(), "accept-commits") {
+		t.Fatalf("REGROUPD_ACCEPT_COMMITS=maybe: %v, want a refusal naming the flag", err)
+	}
+	t.Setenv("REGROUPD_ACCEPT_COMMITS", "true")
+	cfg := testConfig(t, "sqlite")
+	if !cfg.AcceptCommits {
+		t.Fatal("REGROUPD_ACCEPT_COMMITS=true did not turn it on")
+	}
+	saved := publicValidator
+	t.Cleanup(func() { publicValidator = saved })
+	publicValidator = func() (ports.PublicGroups, error) { return nil, errNoPublicValidator }
+	srv, err := start(context.Background(), cfg, quietLog())
+	if err == nil {
+		srv.stop()
+		t.Fatal("regroupd started with -accept-commits and no validator")
+	}
+	if !errors.Is(err, errNoPublicValidator) {
+		t.Fatalf("start: %v", err)
+	}
+}
