@@ -118,8 +118,8 @@ func TestCOMP370_ServiceFollowsRandomCommits(t *testing.T) {
 }
 
 func testFollowsRandomCommits(t *testing.T, mode string) {
-	a := newAcceptance(t, mode)
 	n := acceptanceSteps(t)
+	a := newAcceptanceFor(t, mode, 2*time.Minute+time.Duration(n)*5*time.Second)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 28))
 	seed := rng.Uint64()
 	t.Logf("seed %d, %d commits", seed, n)

@@ -40,13 +40,16 @@ type acceptance struct {
 	keys  map[*world.Member]ed25519.PrivateKey
 }
 
-func newAcceptance(t *testing.T, mode string) *acceptance {
+func newAcceptance(t *testing.T, mode string) *acceptance { return newAcceptanceFor(t, mode, 4*time.Minute) }
+
+// newAcceptanceFor is newAcceptance with d for everything the test does.
+func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
 	t.Helper()
 	if mode == "postgres" && os.Getenv("REGROUP_POSTGRES_DSN") == "" {
 		t.Skip("REGROUP_POSTGRES_DSN unset: set it to prove commit acceptance on PostgreSQL")
 	}
 	r := testenv.StartRegroupdFrom(t, testenv.RegroupdBinaryTagged(t, acceptTags), mode, "-accept-commits")
-	a := &acceptance{World: world.NewOn(t, mode, r, 4*time.Minute), t: t, keys: map[*world.Member]ed25519.PrivateKey{}}
+	a := &acceptance{World: world.NewOn(t, mode, r, d), t: t, keys: map[*world.Member]ed25519.PrivateKey{}}
 	var err error
 	if mode == "postgres" {
 		a.store, err = deliverydb.OpenPostgres(a.Ctx, r.Flag("database"), &deliverydb.Options{Schema: r.Flag("postgres-schema"), MaxOpenConns: 2})

@@ -113,7 +113,7 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		}
 		digest := sha256.Sum256(msg)
 		rows[i].DedupKey = digest[:]
-		pc, err := pg.Apply(ctx, t.state, msg)
+		pc, err := guarded(func() (ports.PublicCommit, error) { return pg.Apply(ctx, t.state, msg) })
 		if err != nil {
 			if ports.RefusalReason(err) == ports.RefusedEpoch && !t.advanced && t.stored != nil &&
 				bytes.Equal(t.stored.CommitDigest, digest[:]) {
@@ -143,7 +143,7 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 			return nil, err
 		}
 		if t.stored == nil && !t.register {
-			ps, err := pg.Open(ctx, msg)
+			ps, err := guarded(func() (ports.PublicState, error) { return pg.Open(ctx, msg) })
 			if err != nil {
 				return nil, refusePublic(i, topic, err)
 			}
@@ -152,7 +152,7 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 					Err: fmt.Errorf("the GroupInfo is of group %x, not of its topic's", ps.View.GroupID)})
 			}
 			t.register, t.state, t.view, t.epoch = true, ps.State, &ps.View, ps.View.Epoch
-		} else if err := pg.CheckGroupInfo(ctx, t.state, msg); err != nil {
+		} else if _, err := guarded(func() (struct{}, error) { return struct{}{}, pg.CheckGroupInfo(ctx, t.state, msg) }); err != nil {
 			return nil, refusePublic(i, topic, err)
 		}
 		t.info = i
@@ -172,6 +172,17 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		adv = append(adv, a)
 	}
 	return adv, nil
+}
+
+// guarded runs a validator call on bytes a publisher chose: a panic in
+// it refuses the message as malformed instead of ending the service.
+func guarded[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &ports.PublicRefusal{Reason: ports.RefusedMalformed, Err: fmt.Errorf("the validator failed on it: %v", r)}
+		}
+	}()
+	return f()
 }
 
 // viewOf returns the group view of t's state before its next commit.

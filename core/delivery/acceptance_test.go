@@ -144,6 +144,8 @@ func (f *fakePublic) Apply(_ context.Context, state, commit []byte) (ports.Publi
 		return ports.PublicCommit{}, &ports.PublicRefusal{Reason: ports.RefusedEpoch, Err: &ports.WrongEpochError{}}
 	}
 	switch commit[len(commit)-1] {
+	case 4:
+		panic("validator bug")
 	case 1:
 		return ports.PublicCommit{}, &ports.PublicRefusal{Reason: ports.RefusedSignature, Err: errors.New("bad signature")}
 	}
@@ -258,6 +260,11 @@ func TestCOMP371_AcceptanceRules(t *testing.T) {
 	}
 	if s, _ := st.PublicState(ctx, group); s.Epoch != 1 {
 		t.Fatalf("a refused batch advanced the state to %d", s.Epoch)
+	}
+	// A validator that panics refuses the commit; the service lives on.
+	if _, err := publish(groupEnv(ports.TopicGroupMessages, group, fakeCommit(group, 1, 4))); !errors.Is(err, ports.ErrInvalidArgument) ||
+		obs.seen[len(obs.seen)-1] != "group_messages/public_malformed" {
+		t.Fatalf("a commit the validator panics on: %v", err)
 	}
 	// Private and application messages pass.
 	if _, err := publish(groupEnv(ports.TopicGroupMessages, group, []byte{0, 1, 0, 2, 1, 9, 0, 0, 0, 0, 0, 0, 0, 9, 1})); err != nil {
