@@ -40,7 +40,9 @@ type acceptance struct {
 	keys  map[*world.Member]ed25519.PrivateKey
 }
 
-func newAcceptance(t *testing.T, mode string) *acceptance { return newAcceptanceFor(t, mode, 4*time.Minute) }
+func newAcceptance(t *testing.T, mode string) *acceptance {
+	return newAcceptanceFor(t, mode, 4*time.Minute)
+}
 
 // newAcceptanceFor is newAcceptance with d for everything the test does.
 func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
