@@ -190,6 +190,7 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 			if err := <-done; err != nil {
 				t.Logf("step %d (%s) across the SIGKILL: %v", step, op, err)
 			}
+			reconnect(t, a, in)
 		} else if err := do(); err != nil {
 			t.Fatalf("step %d (%s): %v", step, op, err)
 		}
@@ -228,5 +229,24 @@ func TestCOMP376_AcceptCommitsSwitch(t *testing.T) {
 	}
 	if !errors.Is(err, errNoPublicValidator) {
 		t.Fatalf("start: %v", err)
+	}
+}
+
+// reconnect syncs each member until its transport reaches the restarted
+// regroupd again (a gRPC connection waits out its reconnect backoff).
+func reconnect(t *testing.T, a *acceptance, ms []*world.Member) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, m := range ms {
+		for {
+			err := m.C.SyncAll(a.Ctx)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not reach the restarted regroupd: %v", m.Name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
