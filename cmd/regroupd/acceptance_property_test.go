@@ -93,7 +93,7 @@ func TestCOMP374_ClientRetriesAfterEpochConflict(t *testing.T) {
 }
 
 // acceptanceSteps is the number of random commits of the property test:
-// REGROUP_ACCEPTANCE_COMMITS (make acceptance sets 200), else 12.
+// REGROUP_ACCEPTANCE_COMMITS (make acceptance sets 200), else 6.
 func acceptanceSteps(t *testing.T) int {
 	if v := os.Getenv("REGROUP_ACCEPTANCE_COMMITS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -102,7 +102,7 @@ func acceptanceSteps(t *testing.T) int {
 		}
 		return n
 	}
-	return 12
+	return 6
 }
 
 // COMP-370, COMP-371: random commits by live clients through regroupd —
