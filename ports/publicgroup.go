@@ -69,7 +69,9 @@ const (
 	// RFC 9420 §7.3: its signature, capabilities, lifetime, credential or
 	// uniqueness.
 	RefusedLeafNode = "leaf-node"
-	// RefusedParentHash: the UpdatePath's parent hashes do not chain.
+	// RefusedParentHash: the UpdatePath does not fit the tree: its parent
+	// hashes do not chain, or its nodes or their ciphertexts do not match
+	// the committer's filtered direct path and its copath's resolutions.
 	RefusedParentHash = "parent-hash"
 	// RefusedTreeHash: a GroupInfo's tree or tree hash does not match.
 	RefusedTreeHash = "tree-hash"
@@ -81,6 +83,12 @@ const (
 // ErrPublicRefused is wrapped by every refusal of a [PublicGroups]
 // validator, as a [*PublicRefusal].
 var ErrPublicRefused = errors.New("refused by public validation")
+
+// ErrPublicState is wrapped by the error of a [PublicGroups] call given
+// state bytes the validator cannot read: not a state it returned, or
+// damaged in storage. It is no refusal of the message: the caller's
+// stored state is at fault.
+var ErrPublicState = errors.New("not a public state of this validator")
 
 // PublicRefusal is a message a [PublicGroups] validator refused. It wraps
 // [ErrPublicRefused] and [ErrInvalid], and the cause.
@@ -113,11 +121,28 @@ func RefusalReason(err error) string {
 // It is a port of its own, not an optional interface of [MLS], because
 // its user holds no installation, no [Tx] and no key: it is stateless,
 // every call takes the state it works on and returns the next, and the
-// caller stores them. Implementations are safe for concurrent use.
+// caller stores them (COMP-309). Implementations are safe for concurrent
+// use.
+//
+// It validates commits only, sent as PublicMessages, with their
+// proposals inline: a PrivateMessage, an application message or a
+// standalone proposal is refused with reason [RefusedSender], and a
+// commit that names a proposal by reference with [RefusedProposal], since
+// the validator keeps no proposals between calls.
 //
 // What it cannot check, for want of the epoch's secrets: membership tags,
-// confirmation tags, and whether the path secrets an UpdatePath encrypts
-// to each member decrypt and fit. Every refusal wraps a [*PublicRefusal].
+// confirmation tags, whether the path secrets an UpdatePath encrypts to
+// each member decrypt and derive the path's public keys (it checks only
+// that each node carries one ciphertext per member of the resolution it
+// must reach), whether a Welcome sent with the commit matches the epoch
+// the commit leads to, and whether a GroupInfo's external_pub is the
+// epoch's. Members check those when they process the commit.
+//
+// Every refusal wraps a [*PublicRefusal]. State bytes the validator
+// cannot read fail with an error wrapping [ErrPublicState], not a
+// refusal. A state is a pure function of the GroupInfo and the commits it
+// followed: two validators given the same bytes compute the same next
+// state, byte for byte.
 type PublicGroups interface {
 	// Open starts a public state from a GroupInfo (an MLSMessage) that
 	// carries the ratchet_tree extension: it verifies the GroupInfo's
@@ -133,6 +158,9 @@ type PublicGroups interface {
 	Apply(ctx context.Context, state []byte, commit []byte) (PublicCommit, error)
 	// CheckGroupInfo verifies that groupInfo (an MLSMessage) describes the
 	// state's epoch: signed by a member's leaf, with the state's group
-	// context, and, when it carries a ratchet tree, the state's tree.
+	// context and confirmation tag, and, when it carries a ratchet tree,
+	// the state's tree. A GroupInfo of another epoch is refused with
+	// reason [RefusedGroupInfo], the error also wrapping a
+	// [*WrongEpochError].
 	CheckGroupInfo(ctx context.Context, state []byte, groupInfo []byte) error
 }

@@ -1,7 +1,9 @@
 // Package mls is regroup's pure-Go RFC 9420 engine behind [ports.MLS],
 // with the optional [ports.MLSPendingCommits], [ports.MLSWelcomes],
 // [ports.MLSExternal] and [ports.MLSSelfRemove]. It implements all seven
-// cipher suites of RFC 9420 §17.1.
+// cipher suites of RFC 9420 §17.1. [NewPublicGroups] is the validator of
+// [ports.PublicGroups]: a group's public state, without secrets, followed
+// commit by commit (COMP-309 to COMP-313).
 //
 // # Layout
 //

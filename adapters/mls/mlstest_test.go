@@ -36,3 +36,19 @@ func (h *suiteHarness) OpenStore(ctx context.Context, t *testing.T, name string)
 func TestContract(t *testing.T) {
 	mlstest.Run(t, func(t *testing.T) mlstest.Harness { return &suiteHarness{dir: t.TempDir()} })
 }
+
+// publicHarness adds the engine's public validator to suiteHarness.
+type publicHarness struct{ suiteHarness }
+
+func (h *publicHarness) MakePublic(t *testing.T) (ports.PublicGroups, error) {
+	return mls.NewPublicGroups(nil), nil
+}
+
+// TestPublicContract runs the contract of ports.PublicGroups on
+// mls.NewPublicGroups, following groups of engines over real SQLite
+// stores.
+func TestPublicContract(t *testing.T) {
+	mlstest.RunPublic(t, func(t *testing.T) mlstest.PublicHarness {
+		return &publicHarness{suiteHarness{dir: t.TempDir()}}
+	})
+}

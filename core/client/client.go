@@ -34,6 +34,9 @@ var (
 	// ErrNoInstallations reports an inbox none of whose installations has
 	// a valid key package (JOIN-093).
 	ErrNoInstallations = errors.New("no installation with a valid key package")
+	// ErrViewer reports a message a viewer of the conversation tried to
+	// send: viewers read and update their own keys only (COMP-388).
+	ErrViewer = errors.New("a viewer may not send messages")
 )
 
 // Client is one installation's view of its conversations: it creates and

@@ -13,6 +13,7 @@ import (
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -31,6 +32,9 @@ type GroupOptions struct {
 	// Admins are inboxes placed in the admin list; the creator is the only
 	// super admin.
 	Admins []string
+	// Viewers are inboxes added, like Members, by the group's first
+	// commit, as read-only members (COMP-387).
+	Viewers []string
 }
 
 // Conversation is a handle on one group or DM the client holds. It reads
@@ -117,7 +121,10 @@ func (c *Client) CreateGroup(ctx context.Context, opts GroupOptions) (*Conversat
 	if err != nil {
 		return nil, err
 	}
-	if err := cv.addInitial(ctx, withoutInbox(dedupe(opts.Members), c.InboxID())); err != nil {
+	viewers := withoutInbox(dedupe(opts.Viewers), c.InboxID())
+	members := withoutInbox(dedupe(opts.Members), c.InboxID())
+	members = slices.DeleteFunc(members, func(m string) bool { return slices.Contains(viewers, m) })
+	if err := cv.addInitial(ctx, members, viewers); err != nil {
 		return cv, fmt.Errorf("create group: %w", err)
 	}
 	return cv, nil
@@ -126,8 +133,9 @@ func (c *Client) CreateGroup(ctx context.Context, opts GroupOptions) (*Conversat
 // addInitial adds members and this inbox's other installations to a
 // conversation just created, in one commit. An inbox of this client whose
 // other installations have no usable key package is not a failure: they
-// stay listed as failed installations (JOIN-012).
-func (cv *Conversation) addInitial(ctx context.Context, members []string) error {
+// stay listed as failed installations (JOIN-012). The viewers are added
+// in the same commit, as viewers.
+func (cv *Conversation) addInitial(ctx context.Context, members, viewers []string) error {
 	own, err := cv.c.ownAssociation(ctx)
 	if err != nil {
 		return err
@@ -135,10 +143,10 @@ func (cv *Conversation) addInitial(ctx context.Context, members []string) error 
 	if len(own.InstallationKeys) > 1 {
 		members = append(members, cv.c.InboxID())
 	}
-	if len(members) == 0 {
+	if len(members)+len(viewers) == 0 {
 		return nil
 	}
-	err = cv.AddMembers(ctx, members...)
+	err = cv.add(ctx, members, viewers)
 	if errors.Is(err, ports.ErrAlreadyExists) {
 		return nil // nothing to add: the other installations have no usable key package
 	}
@@ -156,7 +164,7 @@ func (c *Client) CreateDM(ctx context.Context, peerInbox string) (*Conversation,
 		// A DM whose first add of the peer failed (an unavailable
 		// service, an identity lookup denied) gets that add again.
 		if ms, err := cv.Members(ctx); err == nil && !slices.ContainsFunc(ms, func(m Member) bool { return m.InboxID == peerInbox }) {
-			if err := cv.addInitial(ctx, []string{peerInbox}); err != nil {
+			if err := cv.addInitial(ctx, []string{peerInbox}, nil); err != nil {
 				return cv, fmt.Errorf("create dm: %w", err)
 			}
 		}
@@ -171,15 +179,16 @@ func (c *Client) CreateDM(ctx context.Context, peerInbox string) (*Conversation,
 	if err != nil {
 		return nil, err
 	}
-	if err := cv.addInitial(ctx, []string{peerInbox}); err != nil {
+	if err := cv.addInitial(ctx, []string{peerInbox}, nil); err != nil {
 		return cv, fmt.Errorf("create dm: %w", err)
 	}
 	return cv, nil
 }
 
 // create makes a group of type ct: a fresh group root names it (COMP-030),
-// the metadata d gets the immutable components (COMP-011) and the
-// creator's membership entry, and the group record, the engine state and
+// the metadata d gets the immutable components (COMP-011), the role
+// policy version (COMP-385) and the creator's membership entry, and the
+// group record, the engine state and
 // the commit log's membership start commit together.
 func (c *Client) create(ctx context.Context, ct ports.ConversationType, dmID string, d metadata.Dictionary) (*Conversation, error) {
 	root := make([]byte, 32)
@@ -203,6 +212,7 @@ func (c *Client) create(ctx context.Context, ct ports.ConversationType, dmID str
 	d = d.Set(metadata.ComponentCreatorInbox, []byte(c.InboxID())).
 		Set(metadata.ComponentGroupRootKey, root).
 		Set(metadata.ComponentMinProtocol, []byte(ProtocolVersion.String())).
+		Set(metadata.ComponentPolicyVersion, metadata.EncodePolicyVersion(policy.Version)).
 		Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(map[string]*contentspb.GroupMembershipEntry_V1{
 			c.InboxID(): {SequenceId: own.SequenceID, FailedInstallations: failed},
 		}))

@@ -66,13 +66,29 @@ func recipientOf(v keypackage.Validated) join.Recipient {
 // installations in GROUP_MEMBERSHIP (JOIN-012). Installations already in
 // the group are not added again.
 func (cv *Conversation) AddMembers(ctx context.Context, inboxes ...string) error {
+	return cv.add(ctx, dedupe(inboxes), nil)
+}
+
+// AddViewers adds inboxes to a group as viewers, read-only members
+// (COMP-387), as AddMembers adds members. Admins and super admins may; an
+// inbox that is already a member changes its role with
+// [Conversation.SetRole] instead.
+func (cv *Conversation) AddViewers(ctx context.Context, inboxes ...string) error {
+	return cv.add(ctx, nil, dedupe(inboxes))
+}
+
+// add adds members and viewers in one commit.
+func (cv *Conversation) add(ctx context.Context, members, viewers []string) error {
 	c := cv.c
-	inboxes = dedupe(inboxes)
+	inboxes := dedupe(append(slices.Clone(members), viewers...))
 	if len(inboxes) == 0 {
 		return nil
 	}
 	view, err := cv.view(ctx)
 	if err != nil {
+		return err
+	}
+	if err := cv.mayAdd(view, inboxes, viewers); err != nil {
 		return err
 	}
 	present := map[string]bool{}
@@ -83,16 +99,16 @@ func (cv *Conversation) AddMembers(ctx context.Context, inboxes ...string) error
 	if err != nil {
 		return err
 	}
-	_, err = c.commit(ctx, cv.id, cv.addBuilder(inboxes, cands))
+	_, err = c.commit(ctx, cv.id, cv.addBuilder(inboxes, viewers, cands))
 	return err
 }
 
 // addBuilder builds the commit that adds the candidates' usable
-// installations not yet in the tree and sets their GROUP_MEMBERSHIP
-// entries.
-func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder {
+// installations not yet in the tree, sets their GROUP_MEMBERSHIP entries
+// and lists the viewers among them in the viewer list.
+func (cv *Conversation) addBuilder(inboxes, viewers []string, cands []candidate) builder {
 	return func(ctx context.Context, tx ports.Tx, view ports.GroupView) (ports.CommitOptions, []join.Recipient, error) {
-		if err := cv.mayAdd(view, inboxes); err != nil {
+		if err := cv.mayAdd(view, inboxes, viewers); err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
 		d, err := metadata.FromExtensions(view.Extensions)
@@ -128,7 +144,12 @@ func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder 
 		if len(opts.Add) == 0 {
 			return ports.CommitOptions{}, nil, fmt.Errorf("add: every installation is already a member: %w", ports.ErrAlreadyExists)
 		}
-		opts.GroupContextExtensions, err = d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem)).Apply(view.Extensions)
+		d = d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem))
+		if len(viewers) > 0 {
+			old, _ := d.Viewers()
+			d = d.Set(metadata.ComponentViewerList, metadata.EncodeInboxList(dedupe(append(slices.Clone(old), viewers...))))
+		}
+		opts.GroupContextExtensions, err = d.Apply(view.Extensions)
 		if err != nil {
 			return ports.CommitOptions{}, nil, err
 		}
@@ -139,8 +160,10 @@ func (cv *Conversation) addBuilder(inboxes []string, cands []candidate) builder 
 // mayAdd applies the add rule to this installation's own commit: a DM
 // adds only its other member; a group's admins and super admins add
 // anyone, and so does the creator of a one-shot group, its only super
-// admin (COMP-200); any member adds its own inbox's installations.
-func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
+// admin (COMP-200); any member but a viewer adds its own inbox's
+// installations (COMP-389). Viewers are added to a group only, and only
+// as inboxes that hold no leaf yet (COMP-387).
+func (cv *Conversation) mayAdd(view ports.GroupView, inboxes, viewers []string) error {
 	r, err := policy.RolesOf(view)
 	if err != nil {
 		return err
@@ -148,6 +171,8 @@ func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
 	me := cv.c.InboxID()
 	for _, inbox := range inboxes {
 		switch {
+		case r.Viewer(me):
+			return fmt.Errorf("add %s: %w: a viewer adds no installation", inbox, ErrNotPermitted)
 		case inbox == me:
 		case r.ConversationType == ports.ConversationDM && slices.Contains(r.DMMembers, inbox):
 		case r.ConversationType == ports.ConversationGroup && r.Admin(me):
@@ -156,11 +181,19 @@ func (cv *Conversation) mayAdd(view ports.GroupView, inboxes []string) error {
 			return fmt.Errorf("add %s: %w", inbox, ErrNotPermitted)
 		}
 	}
+	for _, inbox := range viewers {
+		switch {
+		case r.ConversationType != ports.ConversationGroup:
+			return fmt.Errorf("add %s as a viewer: %w: only a group has viewers", inbox, ErrNotPermitted)
+		case slices.ContainsFunc(view.Members, func(m ports.Member) bool { return m.InboxID == inbox }):
+			return fmt.Errorf("add %s as a viewer: already a member, SetRole changes its role: %w", inbox, ports.ErrAlreadyExists)
+		}
+	}
 	return nil
 }
 
 // RemoveMembers removes every installation of the given inboxes in one
-// commit and drops their GROUP_MEMBERSHIP entries and admin roles.
+// commit and drops their GROUP_MEMBERSHIP entries and roles.
 func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) error {
 	inboxes = dedupe(inboxes)
 	if slices.Contains(inboxes, cv.c.InboxID()) {
@@ -200,6 +233,9 @@ func (cv *Conversation) RemoveMembers(ctx context.Context, inboxes ...string) er
 		if r.ConversationType == ports.ConversationGroup {
 			d = d.Set(metadata.ComponentSuperAdminList, metadata.EncodeInboxList(without(r.SuperAdmins, inboxes))).
 				Set(metadata.ComponentAdminList, metadata.EncodeInboxList(without(r.Admins, inboxes)))
+			if _, ok := d.Get(metadata.ComponentViewerList); ok {
+				d = d.Set(metadata.ComponentViewerList, metadata.EncodeInboxList(without(r.Viewers, inboxes)))
+			}
 		}
 		if opts.GroupContextExtensions, err = d.Apply(view.Extensions); err != nil {
 			return ports.CommitOptions{}, nil, err

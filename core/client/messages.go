@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -59,7 +60,8 @@ func DecodeGroupUpdate(b []byte) (GroupUpdate, error) {
 }
 
 // Send encrypts content as an application message, publishes it on the
-// conversation's topic and stores it as sent. It returns the message's
+// conversation's topic and stores it as sent. A viewer of the group may
+// not send: that fails with [ErrViewer] (COMP-388). It returns the message's
 // sequence id. The client recognises its own message when it reads the
 // topic by the hash of its published bytes, so a publish whose response
 // was lost is confirmed when the message is read back.
@@ -90,6 +92,11 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		view, err := c.deps.MLS.Group(ctx, tx, cv.id)
 		if err != nil {
 			return err
+		}
+		if r, err := policy.RolesOf(view); err == nil {
+			if err := policy.MaySend(r, c.InboxID(), kind); err != nil { // COMP-388
+				return fmt.Errorf("send: %w", ErrViewer)
+			}
 		}
 		payload, err = c.deps.MLS.Encrypt(ctx, tx, cv.id, content, []byte{byte(kind)})
 		if err != nil {

@@ -21,6 +21,11 @@ type Info struct {
 	Creator          string
 	SuperAdmins      []string
 	Admins           []string
+	// Viewers are the group's read-only members (COMP-387).
+	Viewers []string
+	// PolicyVersion is the role policy version the group states, 1 for a
+	// group that states none (COMP-386).
+	PolicyVersion uint16
 	// DMMembers are the two inboxes of a DM.
 	DMMembers          []string
 	MinProtocolVersion string
@@ -56,6 +61,8 @@ func (cv *Conversation) Info(ctx context.Context) (Info, error) {
 		info.Creator, _ = d.CreatorInbox()
 		info.SuperAdmins, _ = d.SuperAdmins()
 		info.Admins, _ = d.Admins()
+		info.Viewers, _ = d.Viewers()
+		info.PolicyVersion, _ = policy.VersionOf(v)
 		if one, two, err := d.DMMembers(); err == nil {
 			info.DMMembers = []string{one, two}
 		}
@@ -74,13 +81,14 @@ func (cv *Conversation) SetName(ctx context.Context, name string) error {
 	})
 }
 
-// SetAdmins replaces the admin list. Super admins may.
+// SetAdmins replaces the admin list; a viewer it lists becomes an admin.
+// Super admins may.
 func (cv *Conversation) SetAdmins(ctx context.Context, inboxes ...string) error {
 	return cv.setList(ctx, metadata.ComponentAdminList, dedupe(inboxes))
 }
 
-// SetSuperAdmins replaces the super admin list, which must stay non-empty.
-// Super admins may.
+// SetSuperAdmins replaces the super admin list, which must stay non-empty;
+// a viewer it lists becomes a super admin. Super admins may.
 func (cv *Conversation) SetSuperAdmins(ctx context.Context, inboxes ...string) error {
 	inboxes = dedupe(inboxes)
 	if len(inboxes) == 0 {
@@ -103,7 +111,13 @@ func (cv *Conversation) setList(ctx context.Context, id uint16, inboxes []string
 				return d, fmt.Errorf("%s is not a member: %w", inbox, ports.ErrNotFound)
 			}
 		}
-		return d.Set(id, metadata.EncodeInboxList(slices.Clone(inboxes))), nil
+		d = d.Set(id, metadata.EncodeInboxList(slices.Clone(inboxes)))
+		// Roles are exclusive (COMP-387): a viewer listed as an admin is
+		// a viewer no more.
+		if slices.ContainsFunc(inboxes, r.Viewer) {
+			d = d.Set(metadata.ComponentViewerList, metadata.EncodeInboxList(without(r.Viewers, inboxes)))
+		}
+		return d, nil
 	})
 }
 

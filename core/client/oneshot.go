@@ -48,7 +48,7 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 	if err != nil {
 		return nil, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
-	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, cands), welcomesStrict); err != nil {
+	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, nil, cands), welcomesStrict); err != nil {
 		// Nothing processes a one-shot group again: its intent goes.
 		if derr := c.dropIntent(ctx, cv.id, true, nil); derr != nil {
 			c.logErr("drop one-shot intent", derr)

@@ -343,12 +343,20 @@ func (c *Client) failed(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 	return nil
 }
 
-// received stores an application message.
+// received stores an application message. One its sender's role does
+// not let it send — a viewer's, judged by the sender's leaf in the
+// group's state — is discarded (COMP-388).
 func (c *Client) received(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before ports.GroupView, p ports.Processed, out *outcome) error {
 	kind, ok := kindOf(p.AuthenticatedData)
 	if !ok {
 		c.logger.Warn("message of unknown kind", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq)
 		return nil
+	}
+	if r, err := policy.RolesOf(before); err == nil {
+		if err := policy.MaySend(r, p.Sender.InboxID, kind); err != nil {
+			c.logger.Warn("message discarded", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq, "reason", err)
+			return nil
+		}
 	}
 	m, ins, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: kind,
 		SenderInbox: p.Sender.InboxID, SenderInstallation: p.Sender.SignatureKey, Epoch: before.Epoch,
@@ -493,6 +501,10 @@ func componentNames(ids []uint16) []string {
 			out = append(out, "admins")
 		case metadata.ComponentMinProtocol:
 			out = append(out, "minimum protocol version")
+		case metadata.ComponentViewerList:
+			out = append(out, "viewers")
+		case metadata.ComponentPolicyVersion:
+			out = append(out, "role policy version")
 		}
 	}
 	return out

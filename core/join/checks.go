@@ -10,6 +10,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/commitlog"
 	"github.com/regroup-mls/regroup/core/metadata"
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -123,8 +124,10 @@ func containsKey(keys [][]byte, k []byte) bool {
 
 // checkGroup applies section 9: the conversation kind's properties
 // (JOIN-060, COMP-166), the joiner's own leaf (JOIN-058), the group root
-// (JOIN-083), and last, because only an upgrade changes it, the minimum
-// protocol version (JOIN-057).
+// (JOIN-083), then, because only an upgrade changes it, the minimum
+// protocol version (JOIN-057), and last the role policy version
+// (COMP-386): a group whose minimum version this client meets but whose
+// policy version it does not know is refused for good.
 func (r *Receiver) checkGroup(c *candidate) error {
 	if err := r.checkKind(c); err != nil {
 		return err
@@ -151,6 +154,30 @@ func (r *Receiver) checkGroup(c *candidate) error {
 	case ok:
 		c.minVer = v.String()
 	}
+	if _, err := policy.VersionOf(c.staged.Group); err != nil {
+		return reject("COMP-386", "%w", err)
+	}
+	return nil
+}
+
+// checkViewers applies COMP-387 to a group a Welcome carries: its viewer
+// list, when it has one, names only inboxes that hold a leaf and none
+// that is an admin, or no commit after the join could be valid.
+func checkViewers(d metadata.Dictionary, leafInboxes map[string]bool) error {
+	viewers, err := d.Viewers()
+	switch {
+	case errors.Is(err, metadata.ErrMissing):
+		return nil
+	case err != nil:
+		return reject("JOIN-060", "%v", err)
+	}
+	supers, _ := d.SuperAdmins()
+	admins, _ := d.Admins()
+	for _, v := range viewers {
+		if !leafInboxes[v] || slices.Contains(supers, v) || slices.Contains(admins, v) {
+			return reject("JOIN-060", "viewer %q holds no leaf or is also an admin", v)
+		}
+	}
 	return nil
 }
 
@@ -172,6 +199,9 @@ func (r *Receiver) checkKind(c *candidate) error {
 		}
 		if admins, err := d.SuperAdmins(); err != nil || len(admins) == 0 {
 			return reject("JOIN-060", "a group without a super admin list (%v)", err)
+		}
+		if err := checkViewers(d, leafInboxes); err != nil {
+			return err
 		}
 	case ports.ConversationOneshot:
 		if hasDM {
@@ -203,6 +233,9 @@ func (r *Receiver) checkKind(c *candidate) error {
 		}
 		if hasOneshot {
 			return reject("JOIN-060", "a DM carries ONESHOT_MESSAGE")
+		}
+		if _, ok := d.Get(metadata.ComponentViewerList); ok {
+			return reject("JOIN-060", "a DM carries a viewer list")
 		}
 	case ports.ConversationSync:
 		for inbox := range leafInboxes {

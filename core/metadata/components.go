@@ -138,3 +138,20 @@ func DMID(one, two string) string {
 	sort.Strings(ids)
 	return "dm:" + ids[0] + ":" + ids[1]
 }
+
+// PolicyVersion returns the role policy version component (0x8010,
+// COMP-385); ok is false when it is absent. Its data is a big-endian
+// uint16 other than 0; anything else wraps [ErrMalformed].
+func (d Dictionary) PolicyVersion() (v uint16, ok bool, err error) {
+	data, ok := d.Get(ComponentPolicyVersion)
+	if !ok {
+		return 0, false, nil
+	}
+	if len(data) != 2 || (data[0] == 0 && data[1] == 0) {
+		return 0, true, fmt.Errorf("role policy version %x: %w", data, ErrMalformed)
+	}
+	return uint16(data[0])<<8 | uint16(data[1]), true, nil
+}
+
+// EncodePolicyVersion returns the role policy version component data.
+func EncodePolicyVersion(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }

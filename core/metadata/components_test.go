@@ -104,3 +104,52 @@ func TestApplyReplacesInPlace(t *testing.T) {
 		t.Fatalf("Apply without a dictionary = %+v; want it appended", got)
 	}
 }
+
+// TestCOMP385_PolicyVersionComponent: the role policy version is two
+// bytes, big-endian, never 0; absent is reported, not an error.
+func TestCOMP385_PolicyVersionComponent(t *testing.T) {
+	if _, ok, err := (Dictionary{}).PolicyVersion(); ok || err != nil {
+		t.Fatalf("absent = %v, %v", ok, err)
+	}
+	for _, v := range []uint16{1, 2, 0x0102, 0xffff} {
+		got, ok, err := Dictionary{}.Set(ComponentPolicyVersion, EncodePolicyVersion(v)).PolicyVersion()
+		if !ok || err != nil || got != v {
+			t.Fatalf("%d round-trips to %d, %v, %v", v, got, ok, err)
+		}
+	}
+	for _, bad := range [][]byte{{}, {1}, {0, 0}, {0, 1, 0}} {
+		if _, ok, err := (Dictionary{}.Set(ComponentPolicyVersion, bad)).PolicyVersion(); !ok || !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x = %v, %v, want ErrMalformed", bad, ok, err)
+		}
+	}
+}
+
+// TestCOMP387_ViewerList: the viewer list is an InboxList like the
+// admin lists.
+func TestCOMP387_ViewerList(t *testing.T) {
+	d := Dictionary{}.Set(ComponentViewerList, EncodeInboxList([]string{"v1", "v2"}))
+	if got, err := d.Viewers(); err != nil || len(got) != 2 || got[1] != "v2" {
+		t.Fatalf("Viewers = %v, %v", got, err)
+	}
+	if _, err := (Dictionary{}).Viewers(); !errors.Is(err, ErrMissing) {
+		t.Fatalf("absent = %v, want ErrMissing", err)
+	}
+	if _, err := (Dictionary{}.Set(ComponentViewerList, []byte{0xff})).Viewers(); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("garbage = %v, want ErrMalformed", err)
+	}
+}
+
+// FuzzRoleComponents: the role policy version and the viewer list decode
+// any bytes a commit or Welcome carries without panicking, and a version
+// that decodes re-encodes to the same bytes.
+func FuzzRoleComponents(f *testing.F) {
+	f.Add([]byte{0, 1})
+	f.Add(EncodeInboxList([]string{"v"}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d := Dictionary{}.Set(ComponentPolicyVersion, data).Set(ComponentViewerList, data)
+		if v, ok, err := d.PolicyVersion(); ok && err == nil && string(EncodePolicyVersion(v)) != string(data) {
+			t.Fatalf("version %d from %x re-encodes to %x", v, data, EncodePolicyVersion(v))
+		}
+		_, _ = d.Viewers()
+	})
+}

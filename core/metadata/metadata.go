@@ -10,8 +10,9 @@
 // component id followed by an opaque vector. Components are sorted by id and
 // each id appears at most once; [Parse] rejects anything else.
 //
-// Component payloads: the super admin list (0x8001) and admin list
-// (0x8002) are protobuf InboxList messages; DM_MEMBERS (0xBFFD) is a
+// Component payloads: the super admin list (0x8001), the admin list
+// (0x8002) and the viewer list (0x8011) are protobuf InboxList messages;
+// the role policy version (0x8010) is a big-endian uint16; DM_MEMBERS (0xBFFD) is a
 // protobuf DmMembers; the conversation type (0xBFFF) is one byte holding
 // the ports.ConversationType value; GROUP_ROOT_KEY (0xBFFB) is the 32 raw
 // bytes of the group root.
@@ -42,6 +43,8 @@ const (
 	ComponentGroupMembership  uint16 = 0x8003
 	ComponentName             uint16 = 0x8004
 	ComponentMinProtocol      uint16 = 0x800A
+	ComponentPolicyVersion    uint16 = 0x8010
+	ComponentViewerList       uint16 = 0x8011
 	ComponentConversationType uint16 = 0xBFFF
 	ComponentCreatorInbox     uint16 = 0xBFFE
 	ComponentDMMembers        uint16 = 0xBFFD
@@ -231,6 +234,12 @@ func (d Dictionary) inboxList(id uint16, name string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %v: %w", name, err, ErrMalformed)
 	}
 	return l.GetInboxIds(), nil
+}
+
+// Viewers returns the inbox ids of the viewer list (0x8011), the members
+// whose role is read-only (COMP-387).
+func (d Dictionary) Viewers() ([]string, error) {
+	return d.inboxList(ComponentViewerList, "viewer list")
 }
 
 // EncodeInboxList returns InboxList component data.

@@ -24,14 +24,21 @@ type Commit struct {
 }
 
 // Check applies the permission rules (COMP-180 to COMP-183), the
-// immutability of 0xBFxx components (COMP-012) and the receiver-side
+// immutability of 0xBFxx components (COMP-012), the receiver-side
 // rules of COMP-244 to COMP-248 (proposals judged by their proposers,
 // leaves that keep their credential, the GROUP_MEMBERSHIP entries and the
-// super admin list) to a commit whose change ch was computed by [Diff]. A
-// violation wraps ErrNotPermitted and makes the commit invalid under
-// GMOD-021 for every member.
+// super admin list) and the role policy version and viewer rules of
+// COMP-385 to COMP-389 to a commit whose change ch was computed by
+// [Diff]. A state before or after the commit that states a role policy
+// version this package does not know is an [*UnknownVersionError]
+// (wrapping [ErrUnknownVersion]); every other violation wraps
+// ErrNotPermitted. Either makes the commit invalid under GMOD-021 for
+// every member.
 func Check(c Commit, ch Change) error {
 	before, after, sender, kind := c.Before, c.After, c.Sender, c.SenderType
+	if err := checkVersions(before, after); err != nil { // COMP-386
+		return err
+	}
 	r, err := RolesOf(before)
 	if err != nil {
 		return fmt.Errorf("%w: group metadata: %v", ErrNotPermitted, err)
@@ -54,6 +61,9 @@ func Check(c Commit, ch Change) error {
 		return err
 	}
 	by := sender.InboxID
+	if err := checkViewerCommit(r, c, ch); err != nil { // COMP-389
+		return err
+	}
 	for _, m := range ch.Readded {
 		if !r.MayReadd(by) {
 			return fmt.Errorf("%w: %s may not readd installation %x", ErrNotPermitted, by, m.SignatureKey)
@@ -70,11 +80,20 @@ func Check(c Commit, ch Change) error {
 		}
 	}
 	for _, id := range ch.Components {
+		if id == metadata.ComponentViewerList {
+			continue // mayChangeViewers judges it
+		}
 		if err := r.MayChange(id, by); err != nil {
 			return err
 		}
 	}
+	if err := mayChangeViewers(r, after, ch, by); err != nil { // COMP-387
+		return err
+	}
 	if err := checkSuperAdmins(r.ConversationType, after); err != nil {
+		return err
+	}
+	if err := checkViewers(r.ConversationType, after); err != nil {
 		return err
 	}
 	if err := checkMembershipComponent(after, ch); err != nil {

@@ -13,5 +13,9 @@ package policy
 
 import "errors"
 
-// ErrNotPermitted is wrapped by every permission failure.
+// ErrNotPermitted is wrapped by every permission failure of a commit.
 var ErrNotPermitted = errors.New("commit not permitted")
+
+// ErrMessageNotPermitted is wrapped by [MaySend]'s refusals: an
+// application message its sender's role does not let it send.
+var ErrMessageNotPermitted = errors.New("message not permitted")

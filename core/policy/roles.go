@@ -12,6 +12,8 @@ import (
 type Roles struct {
 	ConversationType    ports.ConversationType
 	SuperAdmins, Admins []string
+	// Viewers are the read-only members (COMP-387); a DM has none.
+	Viewers []string
 	// DMMembers are a DM's two inboxes.
 	DMMembers []string
 }
@@ -36,6 +38,7 @@ func RolesOf(view ports.GroupView) (Roles, error) {
 	default:
 		r.SuperAdmins, _ = d.SuperAdmins()
 		r.Admins, _ = d.Admins()
+		r.Viewers, _ = d.Viewers()
 	}
 	return r, nil
 }
@@ -57,16 +60,24 @@ func (r Roles) MayReadd(inbox string) bool {
 	return r.SuperAdmin(inbox)
 }
 
-// MayChange applies the metadata rules: the admin lists and the minimum
-// protocol version are the super admins' (or, in a DM, its members'); the
-// name is the admins'; GROUP_MEMBERSHIP follows the membership change and
-// is checked by checkMembershipComponent.
+// MayChange applies the metadata rules: the admin lists, the viewer list,
+// the minimum protocol version and the role policy version are the super
+// admins' (or, in a DM, the two versions are its members'); the name is
+// the admins'; GROUP_MEMBERSHIP follows the membership change and is
+// checked by checkMembershipComponent. A viewer changes nothing
+// (COMP-389). Within a commit, an admin's add or removal may also change
+// the viewer list as [Check] allows (COMP-387).
 func (r Roles) MayChange(id uint16, by string) error {
+	if r.Viewer(by) {
+		return fmt.Errorf("%w: viewer %s may not change component 0x%04x", ErrNotPermitted, by, id)
+	}
 	switch id {
 	case metadata.ComponentGroupMembership:
 		return nil
-	case metadata.ComponentSuperAdminList, metadata.ComponentAdminList, metadata.ComponentMinProtocol:
-		if r.ConversationType == ports.ConversationDM && id == metadata.ComponentMinProtocol && slices.Contains(r.DMMembers, by) {
+	case metadata.ComponentSuperAdminList, metadata.ComponentAdminList, metadata.ComponentViewerList,
+		metadata.ComponentMinProtocol, metadata.ComponentPolicyVersion:
+		dmVersion := id == metadata.ComponentMinProtocol || id == metadata.ComponentPolicyVersion
+		if r.ConversationType == ports.ConversationDM && dmVersion && slices.Contains(r.DMMembers, by) {
 			return nil
 		}
 		if r.SuperAdmin(by) {
@@ -84,6 +95,8 @@ func (r Roles) MayChange(id uint16, by string) error {
 // reports that by's own inbox gains its first leaf in the same commit.
 func (r Roles) mayAdd(by string, m ports.Member, newInbox bool) error {
 	switch {
+	case r.Viewer(by):
+		return fmt.Errorf("%w: viewer %s may not add installations", ErrNotPermitted, by)
 	case m.InboxID == by && !newInbox:
 		return nil // a member adds its own inbox's installations
 	case r.ConversationType == ports.ConversationDM:
@@ -100,6 +113,8 @@ func (r Roles) mayAdd(by string, m ports.Member, newInbox bool) error {
 // mayRemove applies the removal rules to by removing the installation m.
 func (r Roles) mayRemove(by string, m ports.Member) error {
 	switch {
+	case r.Viewer(by):
+		return fmt.Errorf("%w: viewer %s may not remove installations", ErrNotPermitted, by)
 	case m.InboxID == by:
 		return nil // a member removes its own inbox's other installations
 	case r.ConversationType == ports.ConversationDM:

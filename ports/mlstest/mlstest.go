@@ -64,6 +64,11 @@
 //     self-remove-capable group a member's SelfRemove is committed by
 //     another member and removes it; elsewhere it is ErrUnsupported.
 //
+// [RunPublic] is the contract of [ports.PublicGroups], the validator a
+// delivery service follows groups with: a [PublicHarness] adds the
+// validator to the engines, whose groups it follows (COMP-309 to
+// COMP-314).
+//
 // Cases of an optional interface ([ports.MLSWelcomes],
 // [ports.MLSPendingCommits], [ports.MLSExternal], [ports.MLSSelfRemove])
 // skip, with the reason, when the engine does not implement it.

@@ -133,23 +133,23 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 	path *message.UpdatePath, added []treemath.LeafIndex, gc *message.GroupContext, external bool) ([]byte, error) {
 	ln := &path.LeafNode
 	if ln.Source != message.SourceCommit {
-		return nil, invalid("path leaf source %d", ln.Source)
+		return nil, invalidAs(ErrLeafNode, "path leaf source %d", ln.Source)
 	}
 	if err := supports(ln, gc.Extensions); err != nil {
-		return nil, err
+		return nil, leafError(err)
 	}
 	if err := credentialsCompatible(tree, ln, int64(committer)); err != nil {
-		return nil, err
+		return nil, leafError(err)
 	}
 	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(committer)); err != nil {
-		return nil, fmt.Errorf("%w: path leaf: %w", ErrInvalid, err)
+		return nil, invalidAs(ErrLeafNode, "path leaf: %w", err)
 	}
 	if old := tree.Leaf(committer); !external && old != nil && bytes.Equal(old.EncryptionKey, ln.EncryptionKey) {
-		return nil, invalid("path leaf reuses the committer's encryption key")
+		return nil, invalidAs(ErrLeafNode, "path leaf reuses the committer's encryption key")
 	}
 	for _, m := range tree.Members() {
 		if other := tree.Leaf(m); m != committer && (bytes.Equal(other.SignatureKey, ln.SignatureKey) || bytes.Equal(other.EncryptionKey, ln.EncryptionKey)) {
-			return nil, invalid("path leaf reuses a key of leaf %d", m)
+			return nil, invalidAs(ErrLeafNode, "path leaf reuses a key of leaf %d", m)
 		}
 	}
 	for _, n := range path.Nodes {
@@ -172,7 +172,7 @@ func (g *Group) mergePath(tree *ratchettree.Tree, priv *treekem.PrivateState, co
 		return nil, err
 	}
 	if priv == nil { // a public view has no keys to decrypt with
-		return nil, nil
+		return nil, checkPathCiphertexts(tree, committer, path, added)
 	}
 	commitSecret, _, err := priv.Decrypt(tree, committer, path, added, gcBytes)
 	if err != nil {

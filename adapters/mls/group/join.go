@@ -110,7 +110,7 @@ func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, supplied message.Ratc
 	if data, ok := gi.Extensions.Find(message.ExtRatchetTree); ok {
 		rt = nil
 		if err := codec.Unmarshal(data, &rt); err != nil {
-			return nil, invalid("ratchet_tree extension: %v", err)
+			return nil, invalidAs(ErrTree, "ratchet_tree extension: %v", err)
 		}
 	}
 	if rt == nil {
@@ -118,18 +118,18 @@ func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, supplied message.Ratc
 	}
 	tree, err := ratchettree.Import(s, rt)
 	if err != nil {
-		return nil, invalid("%v", err)
+		return nil, invalidAs(ErrTree, "%v", err)
 	}
 	th, err := tree.TreeHash()
 	if err != nil {
 		return nil, err
 	}
 	if !bytes.Equal(th, gi.GroupContext.TreeHash) {
-		return nil, invalid("tree hash does not match the group context")
+		return nil, invalidAs(ErrTree, "tree hash does not match the group context")
 	}
 	vo.GroupID = gi.GroupContext.GroupID
 	if err := tree.Validate(&vo); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, wrapAs(ErrTree, err)
 	}
 	return tree, nil
 }
@@ -149,7 +149,7 @@ func findLeaf(tree *ratchettree.Tree, ln *message.LeafNode) (treemath.LeafIndex,
 func groupInfoSigner(tree *ratchettree.Tree, gi *message.GroupInfo) (*message.LeafNode, error) {
 	signer := tree.Leaf(treemath.LeafIndex(gi.Signer))
 	if signer == nil {
-		return nil, invalid("group info signer %d is not a member", gi.Signer)
+		return nil, invalidAs(ErrSender, "group info signer %d is not a member", gi.Signer)
 	}
 	return signer, nil
 }

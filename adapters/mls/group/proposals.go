@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -170,10 +171,10 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 			return nil, err
 		}
 		if err := supports(ln, ap.extensions); err != nil {
-			return nil, err
+			return nil, leafError(err)
 		}
 		if err := credentialsCompatible(tree, ln, int64(l)); err != nil {
-			return nil, err
+			return nil, leafError(err)
 		}
 		if err := tree.UpdateLeaf(l, ln); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -196,18 +197,18 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 	for _, p := range byType(message.ProposalAdd) {
 		kp := &p.proposal.Add.KeyPackage
 		if err := g.checkKeyPackage(kp); err != nil {
-			return nil, err
+			return nil, leafError(err)
 		}
 		if err := supports(&kp.LeafNode, ap.extensions); err != nil {
-			return nil, err
+			return nil, leafError(err)
 		}
 		if err := credentialsCompatible(tree, &kp.LeafNode, -1); err != nil {
-			return nil, err
+			return nil, leafError(err)
 		}
 		for _, m := range tree.Members() {
 			other := tree.Leaf(m)
 			if bytes.Equal(other.SignatureKey, kp.LeafNode.SignatureKey) || bytes.Equal(other.EncryptionKey, kp.LeafNode.EncryptionKey) {
-				return nil, invalid("added key package reuses a key of leaf %d", m)
+				return nil, invalidAs(ErrLeafNode, "added key package reuses a key of leaf %d", m)
 			}
 		}
 		l, err := tree.AddLeaf(&kp.LeafNode)
@@ -238,18 +239,18 @@ func (g *Group) apply(tree *ratchettree.Tree, committer treemath.LeafIndex, prop
 // checkLeaf validates a leaf node about to sit at leaf l (§7.3).
 func (g *Group) checkLeaf(tree *ratchettree.Tree, l treemath.LeafIndex, ln *message.LeafNode, source message.LeafNodeSource) error {
 	if ln.Source != source {
-		return invalid("leaf %d: source %d, want %d", l, ln.Source, source)
+		return invalidAs(ErrLeafNode, "leaf %d: source %d, want %d", l, ln.Source, source)
 	}
 	if err := ln.Verify(g.suite, g.gc.GroupID, uint32(l)); err != nil {
-		return fmt.Errorf("%w: leaf %d: %w", ErrInvalid, l, err)
+		return invalidAs(ErrLeafNode, "leaf %d: %w", l, err)
 	}
 	for _, m := range tree.Members() {
 		other := tree.Leaf(m)
 		if m != l && (bytes.Equal(other.SignatureKey, ln.SignatureKey) || bytes.Equal(other.EncryptionKey, ln.EncryptionKey)) {
-			return invalid("leaf %d reuses a key of leaf %d", l, m)
+			return invalidAs(ErrLeafNode, "leaf %d reuses a key of leaf %d", l, m)
 		}
 		if m == l && bytes.Equal(other.EncryptionKey, ln.EncryptionKey) {
-			return invalid("update of leaf %d keeps its encryption key", l)
+			return invalidAs(ErrLeafNode, "update of leaf %d keeps its encryption key", l)
 		}
 	}
 	return nil
@@ -317,4 +318,12 @@ func senderMayPropose(p cached, external bool) error {
 
 func hasReference(c *message.Commit) bool {
 	return slices.ContainsFunc(c.Proposals, func(p message.ProposalOrRef) bool { return p.Type == message.ProposalReference })
+}
+
+// leafError marks a leaf node's failed check as [ErrLeafNode].
+func leafError(err error) error {
+	if errors.Is(err, ErrLeafNode) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLeafNode, err)
 }

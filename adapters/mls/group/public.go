@@ -9,6 +9,8 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/keyschedule"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
+	"github.com/regroup-mls/regroup/adapters/mls/treekem"
+	"github.com/regroup-mls/regroup/adapters/mls/treemath"
 )
 
 // PublicOptions describe the start of a public view.
@@ -41,7 +43,7 @@ func NewPublic(s *ciphersuite.Suite, gi *message.GroupInfo, opts *PublicOptions)
 		return nil, err
 	}
 	if err := gi.Verify(s, signer.SignatureKey); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, wrapAs(ErrSignature, err)
 	}
 	interim, err := keyschedule.InterimTranscriptHash(s, gi.GroupContext.ConfirmedTranscriptHash, gi.ConfirmationTag)
 	if err != nil {
@@ -77,3 +79,49 @@ func (g *Group) nextPublic(ac *framing.AuthenticatedContent, gc message.GroupCon
 	return &Group{suite: g.suite, gc: gc, gcBytes: gcBytes, tree: tree, interim: interim,
 		confirmationTag: ac.Auth.ConfirmationTag, resume: map[uint64][]byte{}}, nil
 }
+
+// ConfirmationTag returns the confirmation tag of the commit that started
+// the current epoch, as the epoch's GroupInfo carries it.
+func (g *Group) ConfirmationTag() []byte { return g.confirmationTag }
+
+// checkPathCiphertexts checks what a public view can of the path secrets
+// an UpdatePath encrypts (§7.6, §12.4.2): after tree merged the path of
+// committer, every node of its filtered direct path carries one
+// ciphertext per node of its copath child's resolution, the leaves the
+// commit added excluded. Whether each one decrypts, and to the right
+// secret, only the recipient can tell.
+func checkPathCiphertexts(tree *ratchettree.Tree, committer treemath.LeafIndex, path *message.UpdatePath, added []treemath.LeafIndex) error {
+	fdp := tree.FilteredDirectPath(committer)
+	if len(fdp) != len(path.Nodes) {
+		return fmt.Errorf("%w: %w: %d path nodes for a filtered direct path of %d", ErrInvalid, treekem.ErrPathMismatch, len(path.Nodes), len(fdp))
+	}
+	exclude := make(map[treemath.LeafIndex]bool, len(added))
+	for _, l := range added {
+		exclude[l] = true
+	}
+	n := tree.LeafCount()
+	below := committer.Node()
+	for i, x := range fdp {
+		c, _ := treemath.Left(x)
+		if below < x {
+			c, _ = treemath.Right(x, n)
+		}
+		if want, got := tree.ResolutionSizeExcluding(c, exclude), len(path.Nodes[i].EncryptedPathSecret); got != want {
+			return fmt.Errorf("%w: %w: path node %d: %d ciphertexts for a resolution of %d", ErrInvalid, treekem.ErrPathMismatch, x, got, want)
+		}
+		below = x
+	}
+	return nil
+}
+
+// Public returns the public view of the epoch a commit staged on a public
+// view leads to.
+func (p *Pending) Public() (*Group, error) {
+	if p == nil || p.next == nil || !p.next.Public() {
+		return nil, invalid("not a commit staged on a public view")
+	}
+	return p.next, nil
+}
+
+// Suite returns the group's cipher suite.
+func (g *Group) Suite() *ciphersuite.Suite { return g.suite }

@@ -133,7 +133,7 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 		case (st == framing.SenderExternal || st == framing.SenderNewMemberProposal) && epoch == g.gc.Epoch:
 			return g.openExternalProposal(m.Public, v)
 		default:
-			return nil, fmt.Errorf("%w: sender type %d", ErrUnsupported, st)
+			return nil, fmt.Errorf("%w: %w: sender type %d", ErrUnsupported, ErrSender, st)
 		}
 		if g.Public() { // no membership key: the signature is all a public view checks
 			if m.Public.Content.ContentType == framing.ContentApplication {
@@ -156,10 +156,10 @@ func (g *Group) open(m *framing.MLSMessage, allowPast bool) (*framing.Authentica
 	}
 	leaf := v.leaf(treemath.LeafIndex(ac.Content.Sender.LeafIndex))
 	if leaf == nil {
-		return nil, invalid("sender leaf %d is blank", ac.Content.Sender.LeafIndex)
+		return nil, invalidAs(ErrSender, "sender leaf %d is blank", ac.Content.Sender.LeafIndex)
 	}
 	if err := ac.Verify(g.suite, leaf.SignatureKey, v.gcBytes); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, wrapAs(ErrSignature, err)
 	}
 	return ac, nil
 }
@@ -272,10 +272,10 @@ func (g *Group) openExternalCommit(pm *framing.PublicMessage, v *view) (*framing
 	ac := pm.AuthenticatedContent()
 	c := ac.Content.Commit
 	if ac.Content.ContentType != framing.ContentCommit || c == nil || c.Path == nil {
-		return nil, invalid("new_member_commit sender without a commit and path")
+		return nil, invalidAs(ErrSender, "new_member_commit sender without a commit and path")
 	}
 	if err := ac.Verify(g.suite, c.Path.LeafNode.SignatureKey, v.gcBytes); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, wrapAs(ErrSignature, err)
 	}
 	return ac, nil
 }

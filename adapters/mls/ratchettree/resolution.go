@@ -67,11 +67,43 @@ func (t *Tree) filteredDirectPath(l treemath.LeafIndex, exclude map[treemath.Lea
 	cp := treemath.Copath(x, n)
 	out := make([]treemath.NodeIndex, 0, len(dp))
 	for i, p := range dp {
-		if len(t.resolution(cp[i], exclude)) > 0 {
+		if t.resolutionSize(cp[i], exclude) > 0 {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// ResolutionSizeExcluding returns len(ResolutionExcluding(x, exclude))
+// without building the resolution.
+func (t *Tree) ResolutionSizeExcluding(x treemath.NodeIndex, exclude map[treemath.LeafIndex]bool) int {
+	return t.resolutionSize(x, exclude)
+}
+
+func (t *Tree) resolutionSize(x treemath.NodeIndex, exclude map[treemath.LeafIndex]bool) int {
+	if uint64(x) >= uint64(len(t.nodes)) {
+		return 0
+	}
+	n := t.nodes[x]
+	if x.IsLeaf() {
+		l, _ := x.Leaf()
+		if n == nil || exclude[l] {
+			return 0
+		}
+		return 1
+	}
+	if n == nil {
+		left, _ := treemath.Left(x)
+		right, _ := treemath.Right(x, t.LeafCount())
+		return t.resolutionSize(left, exclude) + t.resolutionSize(right, exclude)
+	}
+	size := 1
+	for _, u := range n.Parent.UnmergedLeaves {
+		if !exclude[treemath.LeafIndex(u)] {
+			size++
+		}
+	}
+	return size
 }
 
 // subtreeHas reports whether leaf l lies in the subtree rooted at x.

@@ -64,6 +64,9 @@ func TestTreeValidationVectors(t *testing.T) {
 				if !slices.Equal(got, c.Resolutions[x]) && !(len(got) == 0 && len(c.Resolutions[x]) == 0) {
 					t.Fatalf("resolution of node %d = %v, want %v", x, got, c.Resolutions[x])
 				}
+				if n := tree.ResolutionSizeExcluding(treemath.NodeIndex(x), nil); n != len(c.Resolutions[x]) {
+					t.Fatalf("resolution size of node %d = %d, want %d", x, n, len(c.Resolutions[x]))
+				}
 			}
 			if err := tree.Validate(&ratchettree.ValidateOptions{GroupID: c.GroupID}); err != nil {
 				t.Fatalf("validate: %v", err)
