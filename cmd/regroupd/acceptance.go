@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
-
+	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/ports"
 )
 
 // publicValidator returns the validator commit acceptance follows groups
-// with: the built-in MLS engine's [ports.PublicGroups], which must also
-// implement [ports.PublicStateViewer]. Tests replace it.
-var publicValidator = func() (ports.PublicGroups, error) {
-	return nil, errNoPublicValidator
+// with: the built-in MLS engine's [mls.PublicGroups], which also reads
+// stored states back ([ports.PublicStateViewer]), keeping decoded states
+// of at most cacheBytes of encoding between calls (COMP-380).
+func publicValidator(cacheBytes int) ports.PublicGroups {
+	return mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: cacheBytes})
 }
-
-// errNoPublicValidator is the start failure of -accept-commits in a build
-// whose MLS engine offers no public validator.
-var errNoPublicValidator = errors.New("this build's MLS engine offers no public validator (ports.PublicGroups)")

@@ -21,8 +21,7 @@ import (
 // second, their ratio (goal ≥ 0.8) and the public state the accepting one
 // stores for the group.
 func BenchmarkCOMP376_CommitPublishRate(b *testing.B) {
-	bin := testenv.RegroupdBinaryTagged(b, acceptTags)
-	home := testenv.StartRegroupdFrom(b, bin, "sqlite")
+	home := testenv.StartRegroupd(b, "sqlite")
 	w := world.NewOn(b, "sqlite", home, 10*time.Minute)
 	alice, bob, carol := w.Member("alice", world.Config{}), w.Member("bob", world.Config{}), w.Member("carol", world.Config{})
 	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: "bench", Members: []string{bob.C.InboxID(), carol.C.InboxID()}})
@@ -44,7 +43,7 @@ func BenchmarkCOMP376_CommitPublishRate(b *testing.B) {
 		})
 	}
 	rate := func(args ...string) (float64, *testenv.Regroupd) {
-		r := testenv.StartRegroupdFrom(b, bin, "sqlite", args...)
+		r := testenv.StartRegroupdWith(b, "sqlite", args...)
 		_, key, _ := ed25519.GenerateKey(nil)
 		tr, err := grpctransport.Dial(r.Addr, &grpctransport.ClientOptions{InstallationKey: key})
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/internal/rogue"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
@@ -201,8 +202,8 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 }
 
 // COMP-376: -accept-commits is off by default, a malformed environment
-// value is refused like a malformed flag, and regroupd does not start
-// with it on when its engine offers no validator.
+// value is refused like a malformed flag, and with it on regroupd starts
+// with the engine's validator checking commits.
 func TestCOMP376_AcceptCommitsSwitch(t *testing.T) {
 	if cfg, err := parseConfig(nil); err != nil || cfg.AcceptCommits {
 		t.Fatalf("default: accept commits %v, %v; want off", cfg.AcceptCommits, err)
@@ -219,16 +220,16 @@ func TestCOMP376_AcceptCommitsSwitch(t *testing.T) {
 	if !cfg.AcceptCommits {
 		t.Fatal("REGROUPD_ACCEPT_COMMITS=true did not turn it on")
 	}
-	saved := publicValidator
-	t.Cleanup(func() { publicValidator = saved })
-	publicValidator = func() (ports.PublicGroups, error) { return nil, errNoPublicValidator }
-	srv, err := start(context.Background(), cfg, quietLog())
-	if err == nil {
-		srv.stop()
-		t.Fatal("regroupd started with -accept-commits and no validator")
+	if cfg.PublicCacheBytes != mls.DefaultPublicCacheBytes {
+		t.Fatalf("-public-cache-bytes defaults to %d, want %d", cfg.PublicCacheBytes, mls.DefaultPublicCacheBytes)
 	}
-	if !errors.Is(err, errNoPublicValidator) {
-		t.Fatalf("start: %v", err)
+	srv, err := start(context.Background(), cfg, quietLog())
+	if err != nil {
+		t.Fatalf("start with -accept-commits: %v", err)
+	}
+	defer srv.stop()
+	if !srv.svc.Accepting() {
+		t.Fatal("regroupd started with -accept-commits does not check commits")
 	}
 }
 

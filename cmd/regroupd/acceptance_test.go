@@ -11,10 +11,10 @@ import (
 
 	regroup "github.com/regroup-mls/regroup"
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
+	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
-	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/core/identity"
@@ -23,10 +23,6 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
-
-// acceptTags builds regroupd with the private validator over the
-// engine's public view (validator_private.go).
-const acceptTags = "regroupd_private_validator"
 
 // acceptModes are the databases commit acceptance is proven on.
 var acceptModes = []string{"sqlite", "postgres"}
@@ -50,7 +46,7 @@ func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
 	if mode == "postgres" && os.Getenv("REGROUP_POSTGRES_DSN") == "" {
 		t.Skip("REGROUP_POSTGRES_DSN unset: set it to prove commit acceptance on PostgreSQL")
 	}
-	r := testenv.StartRegroupdFrom(t, testenv.RegroupdBinaryTagged(t, acceptTags), mode, "-accept-commits")
+	r := testenv.StartRegroupdWith(t, mode, "-accept-commits")
 	a := &acceptance{World: world.NewOn(t, mode, r, d), t: t, keys: map[*world.Member]ed25519.PrivateKey{}}
 	var err error
 	if mode == "postgres" {
@@ -117,19 +113,23 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 	if err != nil {
 		a.t.Fatalf("service state: %v", err)
 	}
-	g, err := group.Load(st.State, nil)
+	var viewer ports.PublicStateViewer = mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1})
+	v, err := viewer.View(a.Ctx, st.State)
 	if err != nil {
 		a.t.Fatalf("service state does not load: %v", err)
 	}
-	want, _ := codec.Marshal(ptr(g.GroupContext()))
+	if v.Epoch != st.Epoch {
+		a.t.Fatalf("service state of epoch %d stored as epoch %d", v.Epoch, st.Epoch)
+	}
 	for _, m := range ms {
 		msg, err := framing.Decode(groupInfo(a.t, m, id))
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		got, _ := codec.Marshal(&msg.GroupInfo.GroupContext)
-		if st.Epoch != msg.GroupInfo.GroupContext.Epoch || !bytes.Equal(got, want) {
-			a.t.Fatalf("service at epoch %d, %s at %d: group contexts differ", st.Epoch, m.Name, msg.GroupInfo.GroupContext.Epoch)
+		gc := &msg.GroupInfo.GroupContext
+		if v.Epoch != gc.Epoch || !bytes.Equal(v.GroupID, gc.GroupID) || !bytes.Equal(v.TreeHash, gc.TreeHash) ||
+			len(v.Extensions) != len(gc.Extensions) {
+			a.t.Fatalf("service at epoch %d, %s at %d: group contexts differ", v.Epoch, m.Name, gc.Epoch)
 		}
 	}
 }

@@ -76,10 +76,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	}
 	var pg ports.PublicGroups
 	if cfg.AcceptCommits {
-		if pg, err = publicValidator(); err != nil {
-			store.Close()
-			return nil, fmt.Errorf("commit acceptance (-accept-commits): %w", err)
-		}
+		pg = publicValidator(cfg.PublicCacheBytes)
 	}
 	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
 		PublicGroups:        pg,

@@ -91,38 +91,9 @@ func RegroupdBinary(tb testing.TB) string {
 	return binPath
 }
 
-// RegroupdBinaryTagged builds cmd/regroupd with the build tags (a
-// comma-separated list) once per test binary and tag list, and returns
-// its path.
-func RegroupdBinaryTagged(tb testing.TB, tags string) string {
-	tb.Helper()
-	taggedMu.Lock()
-	defer taggedMu.Unlock()
-	if p, ok := tagged[tags]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp("", "regroupd-bin-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p := filepath.Join(dir, "regroupd")
-	out, err := exec.Command("go", "build", "-tags", tags, "-o", p, "github.com/regroup-mls/regroup/cmd/regroupd").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("go build -tags %s regroupd: %v\n%s", tags, err, out)
-	}
-	tagged[tags] = p
-	return p
-}
-
-var (
-	taggedMu sync.Mutex
-	tagged   = map[string]string{}
-)
-
 // Regroupd is a regroupd process a test started.
 type Regroupd struct {
 	tb     testing.TB
-	bin    string
 	args   []string
 	cmd    *exec.Cmd
 	exited chan error
@@ -142,13 +113,6 @@ func StartRegroupd(tb testing.TB, db string) *Regroupd {
 // -tls-cert and -tls-key).
 func StartRegroupdWith(tb testing.TB, db string, extra ...string) *Regroupd {
 	tb.Helper()
-	return StartRegroupdFrom(tb, "", db, extra...)
-}
-
-// StartRegroupdFrom is [StartRegroupdWith] running the binary bin (from
-// [RegroupdBinaryTagged]); "" builds the plain one.
-func StartRegroupdFrom(tb testing.TB, bin, db string, extra ...string) *Regroupd {
-	tb.Helper()
 	args := []string{"-listen", "127.0.0.1:0", "-health-listen", ""}
 	switch db {
 	case "sqlite":
@@ -160,7 +124,7 @@ func StartRegroupdFrom(tb testing.TB, bin, db string, extra ...string) *Regroupd
 		tb.Fatalf("unknown database %q", db)
 	}
 	args = append(args, extra...)
-	r := &Regroupd{tb: tb, bin: bin, args: args}
+	r := &Regroupd{tb: tb, args: args}
 	r.start()
 	r.args[1] = r.Addr // a restart comes back on the same port
 	tb.Cleanup(r.Kill)
@@ -169,11 +133,7 @@ func StartRegroupdFrom(tb testing.TB, bin, db string, extra ...string) *Regroupd
 
 func (r *Regroupd) start() {
 	r.tb.Helper()
-	bin := r.bin
-	if bin == "" {
-		bin = RegroupdBinary(r.tb)
-	}
-	cmd := exec.Command(bin, append(r.args, "-log-level", "info")...)
+	cmd := exec.Command(RegroupdBinary(r.tb), append(r.args, "-log-level", "info")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		r.tb.Fatal(err)
