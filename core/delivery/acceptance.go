@@ -37,11 +37,14 @@ import (
 // first makes the batch be validated again against the new state.
 
 // Refusal reasons of commit acceptance, as [Observer.Refused] names them:
-// "public_" and the validator's reason class ([ports.PublicRefusal]), and
-// RefusedPolicy for a commit the role policy refuses.
+// "public_" and the validator's reason class ([ports.PublicRefusal]),
+// RefusedPolicy for a commit the role policy refuses, and
+// RefusedPolicyVersion for a registration or commit whose group states a
+// role policy version this build does not know (COMP-381).
 const (
-	RefusedPolicy = "public_policy"
-	refusedPublic = "public_"
+	RefusedPolicy        = "public_policy"
+	RefusedPolicyVersion = "public_policy_version"
+	refusedPublic        = "public_"
 )
 
 // PublicRefusalReasons lists every reason commit acceptance refuses with,
@@ -50,7 +53,7 @@ var PublicRefusalReasons = []string{
 	refusedPublic + ports.RefusedMalformed, refusedPublic + ports.RefusedEpoch, refusedPublic + ports.RefusedGroup,
 	refusedPublic + ports.RefusedSignature, refusedPublic + ports.RefusedSender, refusedPublic + ports.RefusedProposal,
 	refusedPublic + ports.RefusedLeafNode, refusedPublic + ports.RefusedParentHash, refusedPublic + ports.RefusedTreeHash,
-	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy,
+	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion,
 }
 
 // maxStateRetries bounds how often a batch is validated again after a
@@ -126,7 +129,7 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 			return nil, err
 		}
 		if err := admitCommitPolicy(before, pc); err != nil {
-			return nil, &refusal{reason: RefusedPolicy, kind: KindName(topic),
+			return nil, &refusal{reason: policyReason(err), kind: KindName(topic),
 				err: fmt.Errorf("envelope %d: %w: commit to group %x refused by the role policy: %w", i, ports.ErrInvalidArgument, t.group, err)}
 		}
 		t.state, t.view, t.epoch = pc.Next.State, &pc.Next.View, pc.Next.View.Epoch
@@ -150,6 +153,10 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 			if !bytes.Equal(ps.View.GroupID, t.group) {
 				return nil, refusePublic(i, topic, &ports.PublicRefusal{Reason: ports.RefusedGroup,
 					Err: fmt.Errorf("the GroupInfo is of group %x, not of its topic's", ps.View.GroupID)})
+			}
+			if _, err := policy.VersionOf(ps.View); err != nil {
+				return nil, &refusal{reason: policyReason(err), kind: KindName(topic),
+					err: fmt.Errorf("envelope %d: %w: registration of group %x refused by the role policy: %w", i, ports.ErrInvalidArgument, t.group, err)}
 			}
 			t.register, t.state, t.view, t.epoch = true, ps.State, &ps.View, ps.View.Epoch
 		} else if _, err := guarded(func() (struct{}, error) { return struct{}{}, pg.CheckGroupInfo(ctx, t.state, msg) }); err != nil {
@@ -220,6 +227,17 @@ func admitCommitPolicy(before ports.GroupView, pc ports.PublicCommit) error {
 func admitExternalCommit(before ports.GroupView, pc ports.PublicCommit) error {
 	_, _ = before, pc
 	return nil
+}
+
+// policyReason is the refusal reason of a role policy error: a group
+// state of a role policy version this build does not know is refused
+// apart (COMP-381), since its members may well accept the commit by
+// rules regroupd lacks; every other violation is [RefusedPolicy].
+func policyReason(err error) string {
+	if errors.Is(err, policy.ErrUnknownVersion) {
+		return RefusedPolicyVersion
+	}
+	return RefusedPolicy
 }
 
 // refusePublic turns a validator's refusal of envelope i into the
