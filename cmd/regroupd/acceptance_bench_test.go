@@ -65,8 +65,8 @@ func BenchmarkCOMP376_CommitPublishRate(b *testing.B) {
 		return float64(len(chain)) / time.Since(start).Seconds(), r
 	}
 	b.ResetTimer()
-	off, _ := rate()
-	on, r := rate("-accept-commits")
+	off, _ := rate("-rate", "-1")
+	on, r := rate("-accept-commits", "-rate", "-1")
 	b.StopTimer()
 	b.ReportMetric(off, "commits/s-off")
 	b.ReportMetric(on, "commits/s-on")
