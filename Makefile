@@ -16,12 +16,14 @@
 #   make attack  the long attack run: every attack, then the fair-share table (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
 #   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
+#   make acceptance  ACCEPTANCE_COMMITS (default 200) random commits followed by a commit-accepting regroupd, SIGKILL included (not part of test)
 
 GO        ?= go
 FUZZTIME  ?= 30s
 FUZZMINIMIZE ?= 0
 FUZZCI_TIME ?= 200x
 HOSTILE_MIXES ?= 200
+ACCEPTANCE_COMMITS ?= 200
 BENCHTIME ?= 1s
 GOBIN_DIR := $(shell $(GO) env GOPATH)/bin
 
@@ -30,7 +32,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test demo examples help bench bench-peers fuzz fuzz-ci hostile proto wire lint build load attack interop tools
+.PHONY: test demo examples help bench bench-peers fuzz fuzz-ci hostile proto wire lint build load attack interop tools acceptance
 
 test:
 	$(GO) vet ./...
@@ -131,6 +133,9 @@ load:
 # larger sizes, then the fair-share run (each adversary alone and all at
 # once beside honest clients), printing peak RSS against its bound and
 # honest p50/p99 against the unloaded run. Its short form is part of test.
+acceptance:
+	REGROUP_ACCEPTANCE_COMMITS=$(ACCEPTANCE_COMMITS) $(GO) test -count=1 -timeout 60m -run 'TestCOMP370_ServiceFollowsRandomCommits' ./cmd/regroupd/
+
 attack:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
 	$(GO) run ./cmd/regroup-attack -regroupd bin/regroupd -long

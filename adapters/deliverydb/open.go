@@ -221,6 +221,13 @@ var migrations = []migration{{
 	version:  4,
 	sqlite:   []string{},
 	postgres: []string{appendFunction},
+}, {
+	// Version 5: the public state of every group the service follows
+	// (commit acceptance, see publicstate.go). Existing databases get the
+	// empty table: their groups have no state until they register.
+	version:  5,
+	sqlite:   []string{publicStatesTable("BLOB", "INTEGER")},
+	postgres: []string{publicStatesTable("BYTEA", "BIGINT")},
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

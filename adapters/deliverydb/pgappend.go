@@ -2,6 +2,7 @@ package deliverydb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sort"
@@ -109,8 +110,17 @@ func (s *Store) pgAppend(batch []*appendReq) error {
 	return err
 }
 
+// queryer runs a query on a pool or inside a transaction.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // pgAppendOnce runs delivery_append over reqs and fills in their ids.
-func (s *Store) pgAppendOnce(reqs []*appendReq) error {
+func (s *Store) pgAppendOnce(reqs []*appendReq) error { return s.pgAppendOn(s.sqlDB, reqs) }
+
+// pgAppendOn runs delivery_append over reqs on q (the pool, or the
+// transaction of [Store.AppendWithState]) and fills in their ids.
+func (s *Store) pgAppendOn(q queryer, reqs []*appendReq) error {
 	type ref struct{ req, env int }
 	var (
 		topicIndex = map[string]int{}
@@ -168,7 +178,7 @@ func (s *Store) pgAppendOnce(reqs []*appendReq) error {
 	}
 	// The statement is not bound to any request's ctx: once sent, its
 	// outcome is what every request of the group reports (COMP-142).
-	rows, err := s.sqlDB.QueryContext(context.Background(),
+	rows, err := q.QueryContext(context.Background(),
 		`SELECT * FROM delivery_append($1, $2, $3, $4, $5, $6, $7)`,
 		topicArg, envTopics, envelopes, stamps, expiries, dedups, channelName)
 	if err != nil {

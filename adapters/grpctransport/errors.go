@@ -16,7 +16,8 @@ import (
 // ToStatus turns a delivery-service error into the gRPC status that carries
 // its class across the wire; [FromStatus] turns it back. The message keeps
 // the error's text only for the classes a client causes (invalid
-// argument, not found, unauthenticated, rate limited), whose reasons are
+// argument, not found, unauthenticated, rate limited, a commit for
+// another epoch: Aborted), whose reasons are
 // the service's own; every other failure — a database outage, a closed
 // store, anything unclassified — answers a bare "unavailable" (COMP-147),
 // since its text may name the database's user, host and port. A [Server]
@@ -50,6 +51,8 @@ func toStatus(err error) (error, bool) {
 		code = codes.Unauthenticated
 	case errors.Is(err, ports.ErrRateLimited):
 		code = codes.ResourceExhausted
+	case errors.Is(err, ports.ErrEpochConflict):
+		code = codes.Aborted
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded"), false
 	case errors.Is(err, context.Canceled):
@@ -80,7 +83,7 @@ func (s *Server) status(ctx context.Context, err error) error {
 
 func isPortsErr(err error) bool {
 	for _, s := range []error{ports.ErrInvalidArgument, ports.ErrNotFound, ports.ErrUnauthenticated,
-		ports.ErrRateLimited, ports.ErrConflict, ports.ErrUnavailable, ports.ErrClosed} {
+		ports.ErrRateLimited, ports.ErrEpochConflict, ports.ErrConflict, ports.ErrUnavailable, ports.ErrClosed} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -92,7 +95,7 @@ func isPortsErr(err error) bool {
 // sentinel of its class: InvalidArgument → [ports.ErrInvalidArgument],
 // NotFound → [ports.ErrNotFound], Unauthenticated →
 // [ports.ErrUnauthenticated], ResourceExhausted → [ports.ErrRateLimited],
-// anything else → [ports.ErrUnavailable] (the outcome is unknown and the
+// Aborted → [ports.ErrEpochConflict], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
 // call may be retried). When ctx has ended, the result also wraps ctx's
 // error.
 func FromStatus(ctx context.Context, op string, err error) error {
@@ -113,6 +116,8 @@ func FromStatus(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrUnauthenticated, msg)
 	case codes.ResourceExhausted:
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrRateLimited, msg)
+	case codes.Aborted:
+		return fmt.Errorf("%s: %w: %s", op, ports.ErrEpochConflict, msg)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w: %w", op, ports.ErrUnavailable, context.DeadlineExceeded)
 	case codes.Canceled:

@@ -320,3 +320,21 @@ func publicView(g *group.Group) ports.GroupView {
 	return ports.GroupView{GroupID: gc.GroupID, Epoch: gc.Epoch, TreeHash: gc.TreeHash, Extensions: fromExtensions(gc.Extensions),
 		OwnLeaf: ports.NoLeaf, Members: membersOf(g.Members(), g.LeafNode)}
 }
+
+var _ ports.PublicStateViewer = (*PublicGroups)(nil)
+
+// View returns the view of a state [PublicGroups.Open] or
+// [PublicGroups.Apply] returned, as [ports.PublicState.View] reported it;
+// bytes it cannot read fail with an error wrapping [ports.ErrPublicState].
+func (p *PublicGroups) View(ctx context.Context, state []byte) (ports.GroupView, error) {
+	if err := ctx.Err(); err != nil {
+		return ports.GroupView{}, err
+	}
+	e, err := p.load(state)
+	if err != nil {
+		return ports.GroupView{}, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return publicView(e.g), nil
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -41,6 +42,12 @@ type config struct {
 	// CheckKeyPackages applies RFC 9420 §10.1 and JOIN-090 to published
 	// key packages; off, only structural checks apply.
 	CheckKeyPackages bool
+	// AcceptCommits turns commit acceptance on (acceptance.go): commits
+	// are checked against their groups' public state (COMP-376).
+	AcceptCommits bool
+	// PublicCacheBytes bounds commit acceptance's cache of decoded public
+	// states, in bytes of their encoding; negative keeps none (COMP-380).
+	PublicCacheBytes int
 
 	// Reads.
 	MaxPageBytes    int
@@ -183,6 +190,8 @@ func parseConfig(args []string) (config, error) {
 	integer(&c.PostgresConns, "postgres-conns", "REGROUPD_POSTGRES_CONNS", 16, "PostgreSQL connections this process opens at most (writers, reads, the watch's own one aside)")
 	boolean(&c.Pprof, "pprof", "REGROUPD_PPROF", false, "serve Go profiles under /debug/pprof/ on the health listener (keep that listener private)")
 	boolean(&c.CheckKeyPackages, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", true, "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
+	boolean(&c.AcceptCommits, "accept-commits", "REGROUPD_ACCEPT_COMMITS", false, "follow every registered group's public state and refuse commits and GroupInfos that fail public validation or the role policy (commit acceptance)")
+	integer(&c.PublicCacheBytes, "public-cache-bytes", "REGROUPD_PUBLIC_CACHE_BYTES", mls.DefaultPublicCacheBytes, "with -accept-commits, bytes of encoded public state whose decoded groups are kept between commits; negative keeps none")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
 	integer(&budgetMiB, "read-budget-mib", "REGROUPD_READ_BUDGET_MIB", 256, "MiB of stored envelopes all reads together may hold in memory")
 	number(&c.RatePerSecond, "rate", "REGROUPD_RATE", 1000, "tokens per second per connection (a call costs 1, plus 1 per envelope and per 64 KiB moved), negative for no limit")

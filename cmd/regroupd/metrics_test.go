@@ -95,6 +95,15 @@ func TestMetrics_CountWhatTheServiceDid(t *testing.T) {
 					t.Errorf("%s = %v, want %v", k, m[k], v)
 				}
 			}
+			// COMP-371: commit acceptance's refusal reasons are present
+			// from the start, at zero.
+			for _, k := range []string{`regroupd_publish_refusals_total{kind="group_messages",reason="public_signature"}`,
+				`regroupd_publish_refusals_total{kind="group_messages",reason="public_policy"}`,
+				`regroupd_publish_refusals_total{kind="group_info",reason="public_tree-hash"}`} {
+				if v, ok := m[k]; !ok || v != 0 {
+					t.Errorf("%s = %v (present %v), want 0 from the start", k, v, ok)
+				}
+			}
 			// The first call of the connection was refused unauthenticated
 			// once, then repeated after the client proved its key.
 			if got := m[`regroupd_publish_refusals_total{kind="group_messages",reason="unauthenticated"}`]; got > 1 {

@@ -201,7 +201,7 @@ func limitsInEffect(c config) []any {
 		"retention_welcomes", c.Retention[ports.TopicWelcomes].String(),
 		"retention_identity_updates", c.Retention[ports.TopicIdentityUpdates].String(),
 		"retention_key_packages", c.Retention[ports.TopicKeyPackages].String(),
-		"check_key_packages", c.CheckKeyPackages,
+		"check_key_packages", c.CheckKeyPackages, "accept_commits", c.AcceptCommits,
 		"quota_window", c.Fair.QuotaWindow.String(), "quota_replicas", c.Fair.QuotaReplicas,
 		"quota_bytes_per_replica", quotaBytes(c),
 	}

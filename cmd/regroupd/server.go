@@ -79,7 +79,12 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			return nil, err
 		}
 	}
+	var pg ports.PublicGroups
+	if cfg.AcceptCommits {
+		pg = publicValidator(cfg.PublicCacheBytes)
+	}
 	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
+		PublicGroups:        pg,
 		KeyPackageValidator: kpv,
 		Clock:               clock.System{},
 		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,

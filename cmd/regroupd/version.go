@@ -28,7 +28,7 @@ func buildInfoGauge() prometheus.Collector {
 // zeroSeries creates every labelled counter series at zero, so that an
 // alert on a rate sees 0 before the first event instead of no data.
 func (m *metrics) zeroSeries() {
-	for _, kind := range []string{"group_messages", "welcomes", "identity_updates", "key_packages", "commit_log"} {
+	for _, kind := range []string{"group_messages", "welcomes", "identity_updates", "key_packages", "commit_log", "group_info"} {
 		m.published.WithLabelValues(kind)
 		for _, reason := range refusalReasons {
 			m.refused.WithLabelValues(kind, reason)
@@ -46,3 +46,5 @@ func (m *metrics) zeroSeries() {
 var refusalReasons = []string{delivery.RefusedUnauthenticated, delivery.RefusedBatch, delivery.RefusedEnvelopeSize, delivery.RefusedTopic,
 	delivery.RefusedPayload, delivery.RefusedWelcome, delivery.RefusedIdentityUpdate, delivery.RefusedKeyPackage,
 	delivery.RefusedSignature, delivery.RefusedPublisher, delivery.RefusedUnavailable}
+
+func init() { refusalReasons = append(refusalReasons, delivery.PublicRefusalReasons...) }

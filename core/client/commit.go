@@ -194,6 +194,13 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
 				return 0, false, c.dropIntent(ctx, groupID, true, err)
 			}
+			if errors.Is(err, ports.ErrEpochConflict) {
+				// Another commit won the epoch on a service that follows
+				// the group's public state: this one was never stored.
+				// Lost, as if read back behind the winner: the caller
+				// catches up and rebuilds the change.
+				return 0, false, c.dropIntent(ctx, groupID, true, nil)
+			}
 			return 0, false, fmt.Errorf("commit: publish: %w", err)
 		}
 		if err := c.processGroup(ctx, groupID); err != nil {

@@ -124,6 +124,11 @@ func (s *Service) admit(ctx context.Context, env *backendpb.ClientEnvelope) (por
 		if len(p.GroupMessage) == 0 {
 			return 0, because(RefusedPayload, invalid("empty group_message"))
 		}
+		if kind == ports.TopicGroupInfo && !isGroupInfo(p.GroupMessage) {
+			// COMP-372: a GroupInfo topic carries MLSMessages of wire
+			// format group_info only.
+			return 0, because(RefusedPayload, invalid("a group-info topic takes an MLSMessage of wire format group_info"))
+		}
 	case *backendpb.ClientEnvelope_WelcomeMessage:
 		if kind != ports.TopicWelcomes {
 			return 0, because(RefusedPayload, mismatch("welcome_message"))

@@ -116,6 +116,14 @@ type Options struct {
 	// Observer, when set, receives every publish, refusal and delivery
 	// (metrics).
 	Observer Observer
+	// PublicGroups, when set, turns commit acceptance on (see
+	// acceptance.go): the service follows every registered group's public
+	// state with it and refuses commits and GroupInfos that fail. It needs
+	// a store that implements [ports.PublicStateStore] and a validator
+	// that implements [ports.PublicStateViewer]; without them every
+	// publish fails with an error wrapping [ports.ErrUnavailable]. Nil
+	// (the default) stores group messages unchecked.
+	PublicGroups ports.PublicGroups
 	// Quotas bound the bytes one installation key stores per topic kind
 	// and window (COMP-325); nil selects [DefaultQuotas], a kind missing
 	// from a non-nil map or with Bytes <= 0 has none. A publish beyond a
@@ -173,6 +181,11 @@ type Service struct {
 	quotas *quotas
 	// admitted: identity updates admitted lately (replay.go)
 	admitted *admitted
+	// states and viewer serve commit acceptance; acceptErr says why it
+	// cannot run when Options.PublicGroups is set.
+	states    ports.PublicStateStore
+	viewer    ports.PublicStateViewer
+	acceptErr error
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -181,9 +194,23 @@ var _ ports.DeliveryService = (*Service)(nil)
 // ownership of store and closes it after the service's last use.
 func New(store ports.EnvelopeStore, opts *Options) *Service {
 	o := opts.withDefaults()
-	return &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
+	s := &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
 		quotas: newQuotas(o.Quotas), admitted: newAdmitted()}
+	if o.PublicGroups != nil {
+		var ok bool
+		if s.states, ok = store.(ports.PublicStateStore); !ok {
+			s.acceptErr = fmt.Errorf("%w: commit acceptance is on but the envelope store %T keeps no public states", ports.ErrUnavailable, store)
+		}
+		if s.viewer, ok = o.PublicGroups.(ports.PublicStateViewer); !ok {
+			s.acceptErr = fmt.Errorf("%w: commit acceptance is on but the validator %T cannot view a stored state", ports.ErrUnavailable, o.PublicGroups)
+		}
+	}
+	return s
 }
+
+// Accepting reports whether the service checks commits against their
+// groups' public states (Options.PublicGroups).
+func (s *Service) Accepting() bool { return s.opts.PublicGroups != nil }
 
 // Publish admits every envelope and stores the batch atomically; it
 // returns the sequence id of each, in order. A refused envelope fails the
@@ -249,6 +276,16 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 			DedupKey:          dedupKey(kind, env),
 		}
 	}
+	var advances []ports.PublicStateAdvance
+	if s.opts.PublicGroups != nil {
+		if s.acceptErr != nil {
+			return nil, nil, s.acceptErr
+		}
+		var err error
+		if advances, err = s.accept(ctx, envs, rows); err != nil {
+			return nil, nil, err
+		}
+	}
 	stored := map[ports.TopicKind]int64{}
 	for _, r := range rows {
 		stored[ports.TopicKind(r.Topic[0])] += int64(len(r.Envelope))
@@ -256,7 +293,23 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 	if err := s.quotas.take(caller.InstallationKey, stored, now); err != nil {
 		return nil, nil, &refusal{reason: RefusedQuota, kind: kinds[0], err: err}
 	}
-	ids, err := s.store.Append(ctx, rows)
+	var out []uint64
+	var err error
+	for attempt := 0; ; attempt++ {
+		if len(advances) == 0 {
+			out, err = s.store.Append(ctx, rows)
+		} else {
+			out, err = s.states.AppendWithState(ctx, rows, advances)
+		}
+		if !errors.Is(err, ports.ErrStateMoved) || attempt >= maxStateRetries {
+			break
+		}
+		// A concurrent commit advanced a group first: check the batch
+		// again against the state it left.
+		if advances, err = s.accept(ctx, envs, rows); err != nil {
+			return nil, nil, err
+		}
+	}
 	// COMP-142: wake the topics' subscribers whatever Append returned. It
 	// returns only after its transaction ended, and a failure (a caller
 	// that gave up, a lost connection) may still have committed: skipping
@@ -267,7 +320,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 	if err != nil {
 		return nil, nil, err
 	}
-	return kinds, ids, nil
+	return kinds, out, nil
 }
 
 func (s *Service) expiry(kind ports.TopicKind, now time.Time) int64 {

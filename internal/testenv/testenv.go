@@ -181,3 +181,15 @@ func (r *Regroupd) Restart() {
 	r.Kill()
 	r.start()
 }
+
+// Flag returns the value regroupd was started with for the flag name
+// (without its dash), "" when not given: "database" is the SQLite file or
+// the PostgreSQL DSN, "postgres-schema" the schema.
+func (r *Regroupd) Flag(name string) string {
+	for i := 0; i+1 < len(r.args); i++ {
+		if r.args[i] == "-"+name {
+			return r.args[i+1]
+		}
+	}
+	return ""
+}

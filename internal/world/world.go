@@ -86,6 +86,20 @@ func NewWithFlags(t testing.TB, mode string, d time.Duration, flags ...string) *
 	return w
 }
 
+// NewOn is NewFor with the delivery service r a test started (for
+// example with extra flags): mode is "sqlite" or "postgres", as r's
+// database.
+func NewOn(t testing.TB, mode string, r *testenv.Regroupd, d time.Duration) *World {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	w := &World{T: t, Ctx: ctx, Mode: mode, dir: t.TempDir(), Regroupd: r}
+	if mode == "postgres" {
+		w.dsn = testenv.PostgresDSN(t)
+	}
+	return w
+}
+
 // Config configures a member. The zero value makes a new inbox with the
 // client's default options and the system clock.
 type Config struct {

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/policy"
+	"github.com/regroup-mls/regroup/internal/rogue"
+	"github.com/regroup-mls/regroup/internal/world"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// COMP-381: a super admin's commit that states a role policy version
+// regroupd does not know is refused (public_policy_version) and stored
+// nowhere; so is the registration of a group created under such a
+// version. The group goes on under its known version.
+func TestCOMP381_UnknownPolicyVersionRefusedOverGRPC(t *testing.T) {
+	a := newAcceptance(t, "sqlite")
+	mallory := a.member("mallory", world.Config{MLS: rogue.Engine})
+	alice := a.member("alice", world.Config{})
+	id := a.newGroup(mallory, alice)
+	before := a.highest(ports.TopicGroupMessages, id)
+	_, err := rogue.Of(mallory).SetPolicyVersion(id, policy.Version+41)
+	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), policy.ErrUnknownVersion.Error()) {
+		t.Fatalf("a commit to an unknown policy version: %v, want a refusal naming it", err)
+	}
+	if a.highest(ports.TopicGroupMessages, id) != before {
+		t.Fatal("the commit to an unknown policy version was stored")
+	}
+	a.follows(id, alice)
+
+	eve := a.member("eve", world.Config{MLS: rogue.VersionEngine(policy.Version+41, policy.Version)})
+	g, err := eve.C.CreateGroup(a.Ctx, client.GroupOptions{Name: "unknown rules"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.publishInfo(eve, g.ID(), groupInfo(t, eve, g.ID())); !errors.Is(err, ports.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), policy.ErrUnknownVersion.Error()) {
+		t.Fatalf("registration of a group of an unknown policy version: %v, want a refusal naming it", err)
+	}
+	if _, err := a.store.PublicState(a.Ctx, g.ID()); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("the refused registration left a state: %v", err)
+	}
+}
+
+// COMP-382: a viewer whose patched client commits beyond its own leaf
+// (a rename) is refused by the role policy (public_policy) and the
+// commit is stored nowhere; the viewer's own key update passes.
+func TestCOMP382_ViewerCommitRefusedOverGRPC(t *testing.T) {
+	a := newAcceptance(t, "sqlite")
+	alice := a.member("alice", world.Config{MLS: rogue.Engine})
+	mallory := a.member("mallory", world.Config{MLS: rogue.Engine})
+	id := a.newGroup(alice, mallory)
+	if _, err := rogue.Of(alice).SetViewers(id, mallory.C.InboxID()); err != nil {
+		t.Fatalf("the super admin makes mallory a viewer: %v", err)
+	}
+	world.SyncAll(alice, mallory)
+	before := a.highest(ports.TopicGroupMessages, id)
+	_, err := rogue.Of(mallory).Rename(id, "a viewer's name")
+	if !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "role policy") {
+		t.Fatalf("a viewer's rename: %v, want a refusal by the role policy", err)
+	}
+	if a.highest(ports.TopicGroupMessages, id) != before {
+		t.Fatal("the viewer's rename was stored")
+	}
+	if err := mallory.Conv(id).UpdateKeys(a.Ctx); err != nil {
+		t.Fatalf("the viewer's own key update: %v", err)
+	}
+	world.SyncAll(alice, mallory)
+	world.Agree(t, id, alice, mallory)
+	a.follows(id, alice, mallory)
+}
