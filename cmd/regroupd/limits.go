@@ -149,6 +149,9 @@ func (f *fairConfig) delivery(o *delivery.Options) *delivery.Options {
 		ports.TopicGroupMessages: f.QuotaGroupMessages, ports.TopicWelcomes: f.QuotaWelcomes,
 		ports.TopicIdentityUpdates: f.QuotaIdentityUpdates, ports.TopicKeyPackages: f.QuotaKeyPackages,
 		ports.TopicCommitLog: f.QuotaCommitLog,
+		// GroupInfos beside commits: the group messages' figure, a
+		// quota of their own.
+		ports.TopicGroupInfo: f.QuotaGroupMessages,
 	} {
 		if mib > 0 {
 			o.Quotas[kind] = delivery.Quota{Bytes: int64(mib) << 20 / int64(max(f.QuotaReplicas, 1)), Window: f.QuotaWindow}

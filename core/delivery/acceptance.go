@@ -128,7 +128,10 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		if err != nil {
 			return nil, err
 		}
-		if err := admitCommitPolicy(before, pc); err != nil {
+		if err := s.admitCommitPolicy(ctx, before, pc); err != nil {
+			if errors.Is(err, ports.ErrUnavailable) && !errors.Is(err, policy.ErrNotPermitted) {
+				return nil, because(RefusedUnavailable, fmt.Errorf("envelope %d: commit to group %x: %w", i, t.group, err))
+			}
 			return nil, &refusal{reason: policyReason(err), kind: KindName(topic),
 				err: fmt.Errorf("envelope %d: %w: commit to group %x refused by the role policy: %w", i, ports.ErrInvalidArgument, t.group, err)}
 		}
@@ -207,10 +210,14 @@ func (s *Service) viewOf(ctx context.Context, t *groupTrack) (ports.GroupView, e
 
 // admitCommitPolicy applies the role policy to a commit the validator
 // accepted: a member's commit by [policy.Diff] and [policy.Check] on the
-// views before and after it, an external commit by [admitExternalCommit].
-func admitCommitPolicy(before ports.GroupView, pc ports.PublicCommit) error {
+// views before and after it, an external commit by [policy.External]
+// (COMP-375): exactly the resyncs and recovery joins, the joiner's
+// association read from the inbox's identity updates this service stores.
+func (s *Service) admitCommitPolicy(ctx context.Context, before ports.GroupView, pc ports.PublicCommit) error {
 	if pc.SenderType == ports.SenderNewMemberCommit {
-		return admitExternalCommit(before, pc)
+		_, err := policy.External(policy.Commit{Before: before, After: pc.Next.View, Sender: pc.Sender, SenderType: pc.SenderType,
+			Proposals: pc.Proposals}, s.associated(ctx))
+		return err
 	}
 	ch, err := policy.Diff(before, pc.Next.View, pc.Proposals)
 	if err != nil {
@@ -218,15 +225,6 @@ func admitCommitPolicy(before ports.GroupView, pc ports.PublicCommit) error {
 	}
 	return policy.Check(policy.Commit{Before: before, After: pc.Next.View, Sender: pc.Sender, SenderType: pc.SenderType,
 		Proposals: pc.Proposals}, ch)
-}
-
-// admitExternalCommit is where the role policy's rule for external
-// commits goes: it accepts exactly the resyncs and recovery joins. Until
-// that rule is wired in, every external commit the validator accepted is
-// admitted (COMP-375).
-func admitExternalCommit(before ports.GroupView, pc ports.PublicCommit) error {
-	_, _ = before, pc
-	return nil
 }
 
 // policyReason is the refusal reason of a role policy error: a group

@@ -101,10 +101,13 @@ func (q *quotas) sweep(now time.Time) {
 // DefaultQuotas are the storage quotas a [Service] applies when
 // Options.Quotas is nil (COMP-325): per installation key and hour, 256 MiB
 // of group messages, 32 MiB of Welcomes, 1 MiB of identity updates, 8 MiB
-// of key packages and 64 MiB of commit-log entries.
+// of key packages and 64 MiB of commit-log entries; GroupInfos, which only
+// committers publish beside their commits, have the group messages' quota
+// of their own.
 func DefaultQuotas() map[ports.TopicKind]Quota {
 	return map[ports.TopicKind]Quota{
 		ports.TopicGroupMessages:   {Bytes: 256 << 20, Window: time.Hour},
+		ports.TopicGroupInfo:       {Bytes: 256 << 20, Window: time.Hour},
 		ports.TopicWelcomes:        {Bytes: 32 << 20, Window: time.Hour},
 		ports.TopicIdentityUpdates: {Bytes: 1 << 20, Window: time.Hour},
 		ports.TopicKeyPackages:     {Bytes: 8 << 20, Window: time.Hour},

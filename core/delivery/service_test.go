@@ -366,16 +366,18 @@ func TestPublish_NeedsAClock(t *testing.T) {
 }
 
 // COMP-395: the GroupInfo topic (kind 0x05, named by the group id) takes
-// a group_message payload, refuses any other, and is read only over an
-// authenticated connection, as the group's message topic is.
+// a group_message payload holding an MLSMessage GroupInfo, refuses any
+// other, and is read only over an authenticated connection, as the
+// group's message topic is.
 func TestCOMP395_GroupInfoTopicAdmission(t *testing.T) {
 	svc := New(newMemStore(), withClock(nil))
 	topic := append([]byte{byte(ports.TopicGroupInfo)}, make([]byte, 32)...)
-	gi := &backendpb.ClientEnvelope{TargetTopic: topic, Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: []byte("group info")}}
+	msg := append([]byte{0, 1, 0, wireGroupInfo}, "group info"...)
+	gi := &backendpb.ClientEnvelope{TargetTopic: topic, Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: msg}}
 	if _, err := svc.Publish(ctx(t), authed, []*backendpb.ClientEnvelope{gi}); err != nil {
 		t.Fatalf("GroupInfo on its topic: %v", err)
 	}
-	if env, err := svc.QueryNewest(ctx(t), authed, topic); err != nil || string(env.GetEnvelope().GetGroupMessage()) != "group info" {
+	if env, err := svc.QueryNewest(ctx(t), authed, topic); err != nil || string(env.GetEnvelope().GetGroupMessage()) != string(msg) {
 		t.Fatalf("newest GroupInfo: %v, %v", env, err)
 	}
 	if _, err := svc.QueryNewest(ctx(t), ports.Caller{}, topic); !errors.Is(err, ports.ErrUnauthenticated) {

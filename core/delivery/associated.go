@@ -1,0 +1,63 @@
+package delivery
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/regroup-mls/regroup/core/identity"
+	"github.com/regroup-mls/regroup/core/policy"
+	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
+)
+
+// associatedPage is the page of identity updates associated reads at a
+// time.
+const associatedPage = 256
+
+// associated answers [policy.External]'s association question from the
+// identity updates this service stores: it folds the inbox's whole topic
+// as the clients do (core/identity.Fold, which verifies each update and
+// ignores what does not verify or names another inbox) and reports
+// whether the installation key is associated at its end. A store failure
+// wraps [ports.ErrUnavailable], so the publish fails without a refusal.
+func (s *Service) associated(ctx context.Context) policy.Associated {
+	return func(inbox string, key []byte) (bool, error) {
+		topic, err := identity.Topic(inbox)
+		if err != nil {
+			return false, nil // no inbox of that form has updates
+		}
+		var recs []ports.IdentityUpdateRecord
+		var after uint64
+		for {
+			page, err := s.store.Range(ctx, topic, after, associatedPage, s.opts.MaxPageBytes)
+			if err != nil {
+				return false, fmt.Errorf("%w: identity updates of %s: %w", ports.ErrUnavailable, inbox, err)
+			}
+			for _, e := range page {
+				after = e.SequenceID
+				var ce backendpb.ClientEnvelope
+				if proto.Unmarshal(e.Envelope, &ce) != nil {
+					continue
+				}
+				u := ce.GetIdentityUpdate()
+				if u == nil || u.GetInboxId() != inbox {
+					continue
+				}
+				b, err := proto.Marshal(u)
+				if err != nil {
+					continue
+				}
+				recs = append(recs, ports.IdentityUpdateRecord{InboxID: inbox, SequenceID: e.SequenceID, Update: b})
+			}
+			if len(page) == 0 {
+				break
+			}
+		}
+		st := identity.Fold(inbox, recs, after)
+		return slices.ContainsFunc(st.InstallationKeys, func(k []byte) bool { return bytes.Equal(k, key) }), nil
+	}
+}
