@@ -19,7 +19,7 @@
 //     about the database.
 //  7. bad-protobuf: an undecodable request is InvalidArgument.
 //  8. commit-log-replay: one entry published 500 times is stored once.
-//  9. one-identity: one key over 40 connections gets at most 16
+//  9. one-identity: one key over 40 connections gets at most 32
 //     subscriptions.
 //
 // Then the fair-share run (fair.go): regroupd with its default limits,
