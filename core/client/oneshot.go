@@ -65,6 +65,59 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 	return cv.id, nil
 }
 
+// resumeOneshot settles the commit intent of a one-shot group whose
+// sending stopped with the process that ran it (COMP-275): the commit is
+// published again with the same bytes, read back and merged, and its
+// Welcomes are published or kept in the Welcome outbox (COMP-270). When
+// it ends reaching nobody — the commit lost, refused or rejected, or its
+// Welcomes refused before any was stored — the intent goes and, for a
+// readd request, the recovery clears its mark so the request is sent
+// again (FORK-051). An unknown outcome keeps the intent for the next
+// sync. Nothing is listed or streamed (FORK-052).
+func (c *Client) resumeOneshot(ctx context.Context, id []byte) error {
+	defer c.lock(id)()
+	_, done, err := c.driveIntent(ctx, id)
+	var we *welcomeError
+	switch {
+	case errors.Is(err, ErrNotPermitted):
+		// Rejected: the intent is gone, nobody applies the commit.
+	case done && (err == nil || errors.Is(err, recovery.ErrWelcomeNotStored)):
+		return nil // sent, or kept until stored
+	case err == nil, errors.Is(err, ports.ErrInvalidArgument) && !errors.As(err, &we):
+		// Lost or refused: the intent is gone, nothing was stored.
+	case errors.As(err, &we) && !unknownWelcomes(err):
+		if derr := c.dropIntent(ctx, id, false, nil); derr != nil {
+			return errors.Join(err, derr)
+		}
+	default:
+		return fmt.Errorf("resume one-shot %x: %w", id, err)
+	}
+	c.logger.Warn("one-shot group reached nobody", "group", fmt.Sprintf("%x", id), "err", err)
+	var msg *contentspb.OneshotMessage
+	rerr := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		view, err := c.deps.MLS.Group(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		d, err := metadata.FromExtensions(view.Extensions)
+		if err != nil {
+			return err
+		}
+		msg, err = d.OneshotMessage()
+		return err
+	})
+	if rerr != nil {
+		return fmt.Errorf("resume one-shot %x: its message: %w", id, rerr)
+	}
+	if req := msg.GetReaddRequest(); req != nil {
+		if err := c.rec.NotSent(ctx, req.GetGroupId()); err != nil {
+			return fmt.Errorf("resume one-shot %x: %w", id, err)
+		}
+		c.recovery.ask()
+	}
+	return nil
+}
+
 // unknownWelcomes reports a failed publish of a merged commit's Welcomes
 // after which a recipient may hold one: an earlier batch was stored, or
 // the delivery service neither refused nor rate-limited them, so it may

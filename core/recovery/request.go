@@ -107,13 +107,7 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		return nil
 	case errors.Is(err, ErrNotSent):
 		// Nobody can hold it: clear the mark and try again later.
-		retry := r.o.Clock.Now().Add(r.o.RetryDelay)
-		if cerr := r.tx(ctx, func(tx ports.Tx) error {
-			return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
-				s.Requested, s.NotBefore, s.UpdatedAt = false, retry, r.o.Clock.Now()
-				return nil
-			})
-		}); cerr != nil {
+		if cerr := r.NotSent(ctx, groupID); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 		return err
@@ -122,6 +116,23 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 	// publish them again (a local failure): a readder may hold one, so
 	// it is not sent again (FORK-051).
 	return err
+}
+
+// NotSent clears this installation's readd request mark of the group,
+// with a retry time RetryDelay from now, for a request whose one-shot
+// group reached nobody: a host that settles, after a restart, the
+// one-shot group's commit of a request sent before the process stopped
+// reports it so when the commit was lost or its Welcomes were refused
+// before any was stored (COMP-275). The next pass due sends the request
+// again; it is still the only one any readder holds (FORK-051).
+func (r *Recovery) NotSent(ctx context.Context, groupID []byte) error {
+	retry := r.o.Clock.Now().Add(r.o.RetryDelay)
+	return r.tx(ctx, func(tx ports.Tx) error {
+		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
+			s.Requested, s.NotBefore, s.UpdatedAt = false, retry, r.o.Clock.Now()
+			return nil
+		})
+	})
 }
 
 // latestAccepted returns the highest commit_sequence_id among the
