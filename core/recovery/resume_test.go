@@ -7,6 +7,7 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/clock"
 	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/core/recovery"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/ports/mlsfault"
@@ -18,15 +19,18 @@ import (
 // delivers the request after a restart: the sync settles the one-shot
 // group's stored commit intent (nothing else processes a one-shot
 // group). The readder receives the request, and the requester made one
-// one-shot group for the fork.
+// one-shot group for the fork; when the resumed Welcomes are refused
+// (nobody holds one), the mark is cleared and the request sent again.
 func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		at   ports.TopicKind
+		name   string
+		at     ports.TopicKind
+		refuse bool // the resumed Welcomes are refused: nobody holds one
 	}{
-		{"before the commit is published", ports.TopicGroupMessages},
-		{"before the welcomes are published", ports.TopicWelcomes},
+		{"before the commit is published", ports.TopicGroupMessages, false},
+		{"before the welcomes are published", ports.TopicWelcomes, false},
+		{"resumed welcomes refused", ports.TopicWelcomes, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -53,6 +57,16 @@ func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 			}
 
 			bob.Restart(requester)
+			want := 1
+			if tc.refuse {
+				ft.failWelcomes(publishFault{err: ports.ErrInvalidArgument})
+				bob.Sync()
+				if st := status(t, bob, id, key(bob)); st.Requested {
+					t.Fatalf("bob kept the mark of a request that reached nobody: %+v", st)
+				}
+				clk.Advance(recovery.DefaultRetryDelay)
+				want = 2 // the refused one-shot group and the request sent again
+			}
 			for i := 0; i < 3; i++ {
 				bob.Sync()
 				clk.Advance(10 * time.Second)
@@ -61,8 +75,8 @@ func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 			if st := status(t, alice, id, key(bob)); !st.Requested {
 				t.Fatalf("the request never reached alice after bob's restart: %+v", st)
 			}
-			if n := len(oneshots(t, bob)); n != 1 {
-				t.Fatalf("bob made %d one-shot groups; want the one request (FORK-051)", n)
+			if n := len(oneshots(t, bob)); n != want {
+				t.Fatalf("bob made %d one-shot groups; want %d (FORK-051)", n, want)
 			}
 		})
 	}
