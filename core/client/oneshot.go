@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -116,6 +118,48 @@ func (c *Client) resumeOneshot(ctx context.Context, id []byte) error {
 		c.recovery.ask()
 	}
 	return nil
+}
+
+// OneshotState implements [recovery.OneshotResumer]: it reads every
+// one-shot group created at or after since whose message is a readd
+// request for groupID.
+func (h recoveryHost) OneshotState(ctx context.Context, groupID []byte, since time.Time) (pending, committed bool, err error) {
+	c := h.c
+	ct := ports.ConversationOneshot
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		pending, committed = false, false
+		gs, err := tx.Groups().List(ctx, ports.GroupFilter{ConversationType: &ct})
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			// A second's slack for a store that keeps times coarsely; an
+			// earlier request's group is RetryDelay older.
+			if g.CreatedAt.Before(since.Add(-time.Second)) {
+				continue
+			}
+			view, err := c.deps.MLS.Group(ctx, tx, g.ID)
+			if err != nil {
+				return err
+			}
+			d, err := metadata.FromExtensions(view.Extensions)
+			if err != nil {
+				return err
+			}
+			msg, err := d.OneshotMessage()
+			if err != nil || !bytes.Equal(msg.GetReaddRequest().GetGroupId(), groupID) {
+				continue
+			}
+			in, err := loadIntent(ctx, tx, g.ID)
+			if err != nil {
+				return err
+			}
+			pending = pending || in != nil
+			committed = committed || view.Epoch > 0
+		}
+		return nil
+	})
+	return pending, committed, err
 }
 
 // unknownWelcomes reports a failed publish of a merged commit's Welcomes

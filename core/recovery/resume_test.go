@@ -13,8 +13,10 @@ import (
 	"github.com/regroup-mls/regroup/ports/mlsfault"
 )
 
-// COMP-275, FORK-051: a requester that stops after it recorded its readd
-// request and before the one-shot group's add commit was published, or
+// COMP-275, COMP-276, FORK-051: a requester that stops after it recorded
+// its readd request and before the one-shot group was made (COMP-276: its
+// in-flight record clears the mark and the request is sent again), before
+// the one-shot group's add commit was published, or
 // after the commit merged and before its Welcomes were published,
 // delivers the request after a restart: the sync settles the one-shot
 // group's stored commit intent (nothing else processes a one-shot
@@ -28,6 +30,7 @@ func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 		at     ports.TopicKind
 		refuse bool // the resumed Welcomes are refused: nobody holds one
 	}{
+		{"before the one-shot group is made", ports.TopicKeyPackages, false},
 		{"before the commit is published", ports.TopicGroupMessages, false},
 		{"before the welcomes are published", ports.TopicWelcomes, false},
 		{"resumed welcomes refused", ports.TopicWelcomes, true},
@@ -69,7 +72,7 @@ func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 			}
 			for i := 0; i < 3; i++ {
 				bob.Sync()
-				clk.Advance(10 * time.Second)
+				clk.Advance(recovery.DefaultRetryDelay)
 			}
 			alice.Sync()
 			if st := status(t, alice, id, key(bob)); !st.Requested {

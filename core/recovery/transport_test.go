@@ -27,7 +27,7 @@ type faultTransport struct {
 	// subscribed receives a value at each Subscribe, when not full.
 	subscribed chan struct{}
 	// crashKind and crash stop the process at the next publish to a
-	// topic of that kind: crash runs (it cancels the context every later
+	// topic of that kind, or newest-envelope query of one: crash runs (it cancels the context every later
 	// store write uses, as a killed process writes nothing more) and the
 	// publish fails without storing anything.
 	crashKind ports.TopicKind
@@ -139,6 +139,18 @@ func (f *faultTransport) Publish(ctx context.Context, envs []*backendpb.ClientEn
 }
 
 func (f *faultTransport) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {
+	f.mu.Lock()
+	crash := f.crash
+	if crash != nil && len(topic) > 0 && topic[0] == byte(f.crashKind) {
+		f.crash = nil
+	} else {
+		crash = nil
+	}
+	f.mu.Unlock()
+	if crash != nil {
+		crash()
+		return nil, fmt.Errorf("injected crash: %w", context.Canceled)
+	}
 	if len(topic) == 33 && topic[0] == byte(ports.TopicKeyPackages) {
 		f.mu.Lock()
 		f.kpQueries[string(topic[1:])]++
