@@ -1,11 +1,13 @@
 package hostile_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -73,10 +75,33 @@ func TestCrashRevocation(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestCrashRevocation$")
 		cmd.Env = append(os.Environ(), envRevokeStore+"="+alicePath, envRevokeServer+"="+w.Regroupd.Addr,
 			envRevokeKey+"="+hex.EncodeToString(recovery.Seed()), envRevokeTarget+"="+hex.EncodeToString(phone))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50*time.Millisecond + time.Duration(r.Int64N(int64(400*time.Millisecond))))
+		// The child says when it starts revoking; the kill lands within
+		// a few milliseconds of it: before the update is stored, between
+		// storing and publishing it, or after.
+		ready := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if sc.Text() == "revoking" {
+					close(ready)
+					break
+				}
+			}
+			_, _ = io.Copy(io.Discard, out)
+		}()
+		select {
+		case <-ready:
+			time.Sleep(time.Duration(r.Int64N(int64(4 * time.Millisecond))))
+		case <-time.After(20 * time.Second):
+			t.Log("the child never started revoking")
+		}
 		_ = cmd.Process.Kill() // SIGKILL
 		_ = cmd.Wait()
 		t.Logf("kill %d", round)
@@ -159,6 +184,7 @@ func revokeChild(path, server, seedHex, targetHex string) {
 	defer closeTr()
 	opts := identity.Options{Store: store, Transport: tr, Clock: clk}
 	_, _ = identity.PublishPending(ctx, opts)
+	fmt.Println("revoking")
 	_, _ = identity.Revoke(ctx, opts, ed25519.NewKeyFromSeed(seed), target)
 	for {
 		time.Sleep(10 * time.Millisecond)
