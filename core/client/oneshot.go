@@ -50,6 +50,8 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 	if err != nil {
 		return nil, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
+	c.sendingOneshots.Store(string(cv.id), true)
+	defer c.sendingOneshots.Delete(string(cv.id))
 	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, nil, cands), welcomesStrict); err != nil {
 		if errors.Is(err, recovery.ErrWelcomeNotStored) {
 			// Merged, its Welcomes in the outbox until stored (COMP-270).
@@ -77,7 +79,13 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 // again (FORK-051). An unknown outcome keeps the intent for the next
 // sync. Nothing is listed or streamed (FORK-052).
 func (c *Client) resumeOneshot(ctx context.Context, id []byte) error {
+	if _, busy := c.sendingOneshots.Load(string(id)); busy {
+		return nil // this process is sending it
+	}
 	defer c.lock(id)()
+	if in, err := c.intent(ctx, id); err != nil || in == nil {
+		return err // settled since the sync read it
+	}
 	_, done, err := c.driveIntent(ctx, id)
 	var we *welcomeError
 	switch {
