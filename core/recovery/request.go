@@ -87,7 +87,7 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		}
 		req = &contentspb.ReaddRequest{GroupId: groupID, LatestCommitSequenceId: latest}
 		to = slices.Sorted(maps.Keys(inboxes))
-		if err := tx.Blobs().Put(ctx, nsSending, hex.EncodeToString(groupID), nil); err != nil {
+		if err := tx.Blobs().Put(ctx, nsSending, hex.EncodeToString(groupID), []byte{1}); err != nil {
 			return err
 		}
 		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
