@@ -83,6 +83,10 @@ type Client struct {
 	mu      sync.Mutex
 	workers *workers
 	lag     lagMeter
+
+	// sendingOneshots holds the one-shot groups a SendOneshot of this
+	// process is sending: a sync leaves their intents to it (COMP-275).
+	sendingOneshots sync.Map
 }
 
 // New returns a client on deps. It checks that the store keeps messages

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -48,6 +50,8 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 	if err != nil {
 		return nil, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
+	c.sendingOneshots.Store(string(cv.id), true)
+	defer c.sendingOneshots.Delete(string(cv.id))
 	if _, err := c.commitAs(ctx, cv.id, cv.addBuilder(targets, nil, cands), welcomesStrict); err != nil {
 		if errors.Is(err, recovery.ErrWelcomeNotStored) {
 			// Merged, its Welcomes in the outbox until stored (COMP-270).
@@ -63,6 +67,107 @@ func (c *Client) SendOneshot(ctx context.Context, msg *contentspb.OneshotMessage
 		return cv.id, fmt.Errorf("send one-shot: %w: %w", recovery.ErrNotSent, err)
 	}
 	return cv.id, nil
+}
+
+// resumeOneshot settles the commit intent of a one-shot group whose
+// sending stopped with the process that ran it (COMP-275): the commit is
+// published again with the same bytes, read back and merged, and its
+// Welcomes are published or kept in the Welcome outbox (COMP-270). When
+// it ends reaching nobody — the commit lost, refused or rejected, or its
+// Welcomes refused before any was stored — the intent goes and, for a
+// readd request, the recovery clears its mark so the request is sent
+// again (FORK-051). An unknown outcome keeps the intent for the next
+// sync. Nothing is listed or streamed (FORK-052).
+func (c *Client) resumeOneshot(ctx context.Context, id []byte) error {
+	if _, busy := c.sendingOneshots.Load(string(id)); busy {
+		return nil // this process is sending it
+	}
+	defer c.lock(id)()
+	if in, err := c.intent(ctx, id); err != nil || in == nil {
+		return err // settled since the sync read it
+	}
+	_, done, err := c.driveIntent(ctx, id)
+	var we *welcomeError
+	switch {
+	case errors.Is(err, ErrNotPermitted):
+		// Rejected: the intent is gone, nobody applies the commit.
+	case done && (err == nil || errors.Is(err, recovery.ErrWelcomeNotStored)):
+		return nil // sent, or kept until stored
+	case err == nil, errors.Is(err, ports.ErrInvalidArgument) && !errors.As(err, &we):
+		// Lost or refused: the intent is gone, nothing was stored.
+	case errors.As(err, &we) && !unknownWelcomes(err):
+		if derr := c.dropIntent(ctx, id, false, nil); derr != nil {
+			return errors.Join(err, derr)
+		}
+	default:
+		return fmt.Errorf("resume one-shot %x: %w", id, err)
+	}
+	c.logger.Warn("one-shot group reached nobody", "group", fmt.Sprintf("%x", id), "err", err)
+	var msg *contentspb.OneshotMessage
+	rerr := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		view, err := c.deps.MLS.Group(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		d, err := metadata.FromExtensions(view.Extensions)
+		if err != nil {
+			return err
+		}
+		msg, err = d.OneshotMessage()
+		return err
+	})
+	if rerr != nil {
+		return fmt.Errorf("resume one-shot %x: its message: %w", id, rerr)
+	}
+	if req := msg.GetReaddRequest(); req != nil {
+		if err := c.rec.NotSent(ctx, req.GetGroupId()); err != nil {
+			return fmt.Errorf("resume one-shot %x: %w", id, err)
+		}
+		c.recovery.ask()
+	}
+	return nil
+}
+
+// OneshotState implements [recovery.OneshotResumer]: it reads every
+// one-shot group created at or after since whose message is a readd
+// request for groupID.
+func (h recoveryHost) OneshotState(ctx context.Context, groupID []byte, since time.Time) (pending, committed bool, err error) {
+	c := h.c
+	ct := ports.ConversationOneshot
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		pending, committed = false, false
+		gs, err := tx.Groups().List(ctx, ports.GroupFilter{ConversationType: &ct})
+		if err != nil {
+			return err
+		}
+		for _, g := range gs {
+			// A second's slack for a store that keeps times coarsely; an
+			// earlier request's group is RetryDelay older.
+			if g.CreatedAt.Before(since.Add(-time.Second)) {
+				continue
+			}
+			view, err := c.deps.MLS.Group(ctx, tx, g.ID)
+			if err != nil {
+				return err
+			}
+			d, err := metadata.FromExtensions(view.Extensions)
+			if err != nil {
+				return err
+			}
+			msg, err := d.OneshotMessage()
+			if err != nil || !bytes.Equal(msg.GetReaddRequest().GetGroupId(), groupID) {
+				continue
+			}
+			in, err := loadIntent(ctx, tx, g.ID)
+			if err != nil {
+				return err
+			}
+			pending = pending || in != nil
+			committed = committed || view.Epoch > 0
+		}
+		return nil
+	})
+	return pending, committed, err
 }
 
 // unknownWelcomes reports a failed publish of a merged commit's Welcomes

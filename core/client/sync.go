@@ -215,6 +215,10 @@ func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 	moved := c.movedGroups(ctx, v)
 	for _, g := range v.groups {
 		id := string(g.ID)
+		if g.ConversationType == ports.ConversationOneshot && v.intents[id] {
+			errs = append(errs, c.resumeOneshot(ctx, g.ID))
+			continue
+		}
 		if !followed(g) || (!moved[id] && !v.intents[id]) {
 			continue
 		}

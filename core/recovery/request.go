@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,6 +25,9 @@ func (r *Recovery) Request(ctx context.Context) error {
 	}
 	r.pass.Lock()
 	defer r.pass.Unlock()
+	if err := r.resumeSends(ctx); err != nil {
+		return fmt.Errorf("readd requests: %w", err)
+	}
 	active := true
 	var gs []ports.Group
 	err := r.tx(ctx, func(tx ports.Tx) (err error) {
@@ -83,6 +87,9 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		}
 		req = &contentspb.ReaddRequest{GroupId: groupID, LatestCommitSequenceId: latest}
 		to = slices.Sorted(maps.Keys(inboxes))
+		if err := tx.Blobs().Put(ctx, nsSending, hex.EncodeToString(groupID), []byte{1}); err != nil {
+			return err
+		}
 		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
 			s.Requested, s.RequestedAt, s.NotBefore, s.UpdatedAt = true, latest, time.Time{}, now
 			return nil
@@ -93,6 +100,11 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 	}
 	msg := &contentspb.OneshotMessage{MessageType: &contentspb.OneshotMessage_ReaddRequest{ReaddRequest: req}}
 	_, err = r.o.Host.SendOneshot(ctx, msg, to...)
+	if !errors.Is(err, ErrNotSent) {
+		if derr := r.sent(ctx, groupID); derr != nil {
+			return errors.Join(err, derr)
+		}
+	}
 	switch {
 	case err == nil:
 		r.emit(Event{Kind: RequestSent, GroupID: groupID, InstallationKey: r.ownKey(), CommitSequenceID: req.GetLatestCommitSequenceId()})
@@ -107,13 +119,7 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 		return nil
 	case errors.Is(err, ErrNotSent):
 		// Nobody can hold it: clear the mark and try again later.
-		retry := r.o.Clock.Now().Add(r.o.RetryDelay)
-		if cerr := r.tx(ctx, func(tx ports.Tx) error {
-			return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
-				s.Requested, s.NotBefore, s.UpdatedAt = false, retry, r.o.Clock.Now()
-				return nil
-			})
-		}); cerr != nil {
+		if cerr := r.NotSent(ctx, groupID); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 		return err
@@ -122,6 +128,104 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 	// publish them again (a local failure): a readder may hold one, so
 	// it is not sent again (FORK-051).
 	return err
+}
+
+// NotSent clears this installation's readd request mark of the group,
+// with a retry time RetryDelay from now, for a request whose one-shot
+// group reached nobody: a host that settles, after a restart, the
+// one-shot group's commit of a request sent before the process stopped
+// reports it so when the commit was lost or its Welcomes were refused
+// before any was stored (COMP-275). The next pass due sends the request
+// again; it is still the only one any readder holds (FORK-051).
+func (r *Recovery) NotSent(ctx context.Context, groupID []byte) error {
+	retry := r.o.Clock.Now().Add(r.o.RetryDelay)
+	return r.tx(ctx, func(tx ports.Tx) error {
+		if err := tx.Blobs().Delete(ctx, nsSending, hex.EncodeToString(groupID)); err != nil && !errors.Is(err, ports.ErrNotFound) {
+			return err
+		}
+		return tx.Readds().Upsert(ctx, groupID, r.ownKey(), func(s *ports.ReaddStatus) error {
+			s.Requested, s.NotBefore, s.UpdatedAt = false, retry, r.o.Clock.Now()
+			return nil
+		})
+	})
+}
+
+// nsSending holds a record per readd request being sent, written with
+// the mark and deleted once the send returned: one found at the start of
+// a pass was left by a process that stopped while sending (COMP-276).
+const nsSending = "recovery.sending"
+
+// sent deletes the in-flight record of the group's request.
+func (r *Recovery) sent(ctx context.Context, groupID []byte) error {
+	return r.tx(ctx, func(tx ports.Tx) error {
+		err := tx.Blobs().Delete(ctx, nsSending, hex.EncodeToString(groupID))
+		if errors.Is(err, ports.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+}
+
+// OneshotResumer is an optional ability of a [Host]: it tells what
+// became of the one-shot groups carrying a readd request for a group.
+type OneshotResumer interface {
+	// OneshotState reports, for the readd request of groupID, whether a
+	// one-shot group created at or after since and carrying it still
+	// holds an unsettled commit (pending), and whether one merged its add
+	// commit (committed). The host settles one-shot commits on its own (a
+	// sync) before the recovery's pass runs.
+	OneshotState(ctx context.Context, groupID []byte, since time.Time) (pending, committed bool, err error)
+}
+
+// resumeSends settles the in-flight records a stopped process left
+// (COMP-276): a request whose one-shot group merged its add commit was
+// sent (its Welcomes are stored or kept in the host's outbox); one whose
+// one-shot commit is still unsettled waits for the host; one with no
+// one-shot commit at all reached nobody, and its mark is cleared so the
+// request is sent again (FORK-051).
+func (r *Recovery) resumeSends(ctx context.Context) error {
+	h, ok := r.o.Host.(OneshotResumer)
+	if !ok {
+		return nil
+	}
+	var keys []string
+	if err := r.tx(ctx, func(tx ports.Tx) (err error) {
+		keys, err = tx.Blobs().Keys(ctx, nsSending, "")
+		return err
+	}); err != nil {
+		return err
+	}
+	var errs []error
+	for _, k := range keys {
+		gid, err := hex.DecodeString(k)
+		if err != nil {
+			continue
+		}
+		var st ports.ReaddStatus
+		if err := r.tx(ctx, func(tx ports.Tx) (err error) {
+			st, err = getReadd(ctx, tx, gid, r.ownKey())
+			return err
+		}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !st.Requested {
+			errs = append(errs, r.sent(ctx, gid))
+			continue
+		}
+		pending, committed, err := h.OneshotState(ctx, gid, st.UpdatedAt)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("resume request for %x: %w", gid, err))
+		case pending:
+		case committed:
+			errs = append(errs, r.sent(ctx, gid))
+		default:
+			r.o.Logger.Warn("readd request left unsent by a stopped process: sending it again", "group", k)
+			errs = append(errs, r.NotSent(ctx, gid))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // latestAccepted returns the highest commit_sequence_id among the

@@ -26,6 +26,19 @@ type faultTransport struct {
 	groupPublishes int
 	// subscribed receives a value at each Subscribe, when not full.
 	subscribed chan struct{}
+	// crashKind and crash stop the process at the next publish to a
+	// topic of that kind, or newest-envelope query of one: crash runs (it cancels the context every later
+	// store write uses, as a killed process writes nothing more) and the
+	// publish fails without storing anything.
+	crashKind ports.TopicKind
+	crash     func()
+}
+
+// crashAt arms crash for the next publish to a topic of kind k.
+func (f *faultTransport) crashAt(k ports.TopicKind, crash func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.crashKind, f.crash = k, crash
 }
 
 // lagGroups makes queries of group topics serve nothing after seq; 0
@@ -88,6 +101,18 @@ func (f *faultTransport) keyPackageQueries(key []byte) int {
 }
 
 func (f *faultTransport) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
+	f.mu.Lock()
+	crash := f.crash
+	if crash != nil && len(envs) > 0 && len(envs[0].GetTargetTopic()) > 0 && envs[0].GetTargetTopic()[0] == byte(f.crashKind) {
+		f.crash = nil
+	} else {
+		crash = nil
+	}
+	f.mu.Unlock()
+	if crash != nil {
+		crash()
+		return nil, fmt.Errorf("injected crash: %w", context.Canceled)
+	}
 	if len(envs) > 0 && len(envs[0].GetTargetTopic()) > 0 && envs[0].GetTargetTopic()[0] == byte(ports.TopicGroupMessages) {
 		f.mu.Lock()
 		f.groupPublishes++
@@ -114,6 +139,18 @@ func (f *faultTransport) Publish(ctx context.Context, envs []*backendpb.ClientEn
 }
 
 func (f *faultTransport) QueryNewest(ctx context.Context, topic []byte) (*backendpb.OriginatorEnvelope, error) {
+	f.mu.Lock()
+	crash := f.crash
+	if crash != nil && len(topic) > 0 && topic[0] == byte(f.crashKind) {
+		f.crash = nil
+	} else {
+		crash = nil
+	}
+	f.mu.Unlock()
+	if crash != nil {
+		crash()
+		return nil, fmt.Errorf("injected crash: %w", context.Canceled)
+	}
 	if len(topic) == 33 && topic[0] == byte(ports.TopicKeyPackages) {
 		f.mu.Lock()
 		f.kpQueries[string(topic[1:])]++
