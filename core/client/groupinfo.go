@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/regroup-mls/regroup/core/internal/mlsframe"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -51,23 +52,15 @@ type groupInfoHeader struct {
 
 // wireGroupInfo is the wire format of an MLSMessage carrying a GroupInfo
 // (RFC 9420 §6).
-const wireGroupInfo = 4
+const wireGroupInfo = mlsframe.WireGroupInfo
 
-// peekGroupInfo reads the group id and epoch of a GroupInfo MLSMessage
-// (RFC 9420 §12.4.3: GroupInfo starts with its GroupContext); ok is false
-// for anything else or anything truncated.
+// peekGroupInfo reads the group id and epoch of a GroupInfo MLSMessage;
+// ok is false for anything else or anything truncated.
 func peekGroupInfo(b []byte) (h groupInfoHeader, ok bool) {
-	r := reader{b: b}
-	if r.u16() != 1 || r.u16() != wireGroupInfo { // mls10, group_info
-		return h, false
-	}
-	if r.u16() != 1 { // GroupContext.version
-		return h, false
-	}
-	r.u16() // cipher_suite
-	h.groupID = bytes.Clone(r.vectorBody())
-	h.epoch = r.u64()
-	return h, !r.bad
+	var id []byte
+	id, h.epoch, ok = mlsframe.PeekGroupInfo(b)
+	h.groupID = bytes.Clone(id)
+	return h, ok
 }
 
 // ErrNoGroupInfo is wrapped when the delivery service holds no usable
