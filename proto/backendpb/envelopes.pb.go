@@ -28,6 +28,142 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AcceptanceNotice_Outcome int32
+
+const (
+	AcceptanceNotice_OUTCOME_UNSPECIFIED AcceptanceNotice_Outcome = 0
+	// The pending commit takes effect: every member merges it.
+	AcceptanceNotice_CONFIRMED AcceptanceNotice_Outcome = 1
+	// A witness refused it: every member discards it; the committer's
+	// inbox is quarantined (QUARANTINED follows).
+	AcceptanceNotice_DROPPED AcceptanceNotice_Outcome = 2
+	// No witness reported in time: discarded, nobody quarantined.
+	AcceptanceNotice_EXPIRED AcceptanceNotice_Outcome = 3
+	// A super admin's commit of the current epoch replaced it: discarded,
+	// nobody quarantined.
+	AcceptanceNotice_SUPERSEDED AcceptanceNotice_Outcome = 4
+	// inbox_id's commits are refused in this group until LIFTED or removed.
+	AcceptanceNotice_QUARANTINED AcceptanceNotice_Outcome = 5
+	// A super admin lifted inbox_id's quarantine (or installation_key's
+	// block).
+	AcceptanceNotice_LIFTED AcceptanceNotice_Outcome = 6
+	// A member reported it could not process a confirmed commit.
+	AcceptanceNotice_STUCK AcceptanceNotice_Outcome = 7
+	// installation_key is blocked in this group (a revoked device's join
+	// refused by its own inbox's device with reason credential).
+	AcceptanceNotice_BLOCKED AcceptanceNotice_Outcome = 8
+	// The group's catch-up after a restore stopped on conflicting chains.
+	AcceptanceNotice_STOPPED AcceptanceNotice_Outcome = 9
+)
+
+// Enum value maps for AcceptanceNotice_Outcome.
+var (
+	AcceptanceNotice_Outcome_name = map[int32]string{
+		0: "OUTCOME_UNSPECIFIED",
+		1: "CONFIRMED",
+		2: "DROPPED",
+		3: "EXPIRED",
+		4: "SUPERSEDED",
+		5: "QUARANTINED",
+		6: "LIFTED",
+		7: "STUCK",
+		8: "BLOCKED",
+		9: "STOPPED",
+	}
+	AcceptanceNotice_Outcome_value = map[string]int32{
+		"OUTCOME_UNSPECIFIED": 0,
+		"CONFIRMED":           1,
+		"DROPPED":             2,
+		"EXPIRED":             3,
+		"SUPERSEDED":          4,
+		"QUARANTINED":         5,
+		"LIFTED":              6,
+		"STUCK":               7,
+		"BLOCKED":             8,
+		"STOPPED":             9,
+	}
+)
+
+func (x AcceptanceNotice_Outcome) Enum() *AcceptanceNotice_Outcome {
+	p := new(AcceptanceNotice_Outcome)
+	*p = x
+	return p
+}
+
+func (x AcceptanceNotice_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AcceptanceNotice_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_backendpb_envelopes_proto_enumTypes[0].Descriptor()
+}
+
+func (AcceptanceNotice_Outcome) Type() protoreflect.EnumType {
+	return &file_backendpb_envelopes_proto_enumTypes[0]
+}
+
+func (x AcceptanceNotice_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AcceptanceNotice_Outcome.Descriptor instead.
+func (AcceptanceNotice_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_backendpb_envelopes_proto_rawDescGZIP(), []int{4, 0}
+}
+
+type AcceptanceReport_Verdict int32
+
+const (
+	AcceptanceReport_VERDICT_UNSPECIFIED AcceptanceReport_Verdict = 0
+	AcceptanceReport_OK                  AcceptanceReport_Verdict = 1
+	AcceptanceReport_REFUSED             AcceptanceReport_Verdict = 2
+	// The installation cannot process a commit that was confirmed.
+	AcceptanceReport_STUCK AcceptanceReport_Verdict = 3
+)
+
+// Enum value maps for AcceptanceReport_Verdict.
+var (
+	AcceptanceReport_Verdict_name = map[int32]string{
+		0: "VERDICT_UNSPECIFIED",
+		1: "OK",
+		2: "REFUSED",
+		3: "STUCK",
+	}
+	AcceptanceReport_Verdict_value = map[string]int32{
+		"VERDICT_UNSPECIFIED": 0,
+		"OK":                  1,
+		"REFUSED":             2,
+		"STUCK":               3,
+	}
+)
+
+func (x AcceptanceReport_Verdict) Enum() *AcceptanceReport_Verdict {
+	p := new(AcceptanceReport_Verdict)
+	*p = x
+	return p
+}
+
+func (x AcceptanceReport_Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AcceptanceReport_Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_backendpb_envelopes_proto_enumTypes[1].Descriptor()
+}
+
+func (AcceptanceReport_Verdict) Type() protoreflect.EnumType {
+	return &file_backendpb_envelopes_proto_enumTypes[1]
+}
+
+func (x AcceptanceReport_Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AcceptanceReport_Verdict.Descriptor instead.
+func (AcceptanceReport_Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_backendpb_envelopes_proto_rawDescGZIP(), []int{5, 0}
+}
+
 // A commit-log entry, encrypted and signed under keys derived from the
 // group root.
 type SealedCommitLogEntry struct {
@@ -178,6 +314,7 @@ type ClientEnvelope struct {
 	//	*ClientEnvelope_IdentityUpdate
 	//	*ClientEnvelope_KeyPackage
 	//	*ClientEnvelope_SealedCommitLogEntry
+	//	*ClientEnvelope_AcceptanceNotice
 	Payload       isClientEnvelope_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -272,6 +409,15 @@ func (x *ClientEnvelope) GetSealedCommitLogEntry() *SealedCommitLogEntry {
 	return nil
 }
 
+func (x *ClientEnvelope) GetAcceptanceNotice() *AcceptanceNotice {
+	if x != nil {
+		if x, ok := x.Payload.(*ClientEnvelope_AcceptanceNotice); ok {
+			return x.AcceptanceNotice
+		}
+	}
+	return nil
+}
+
 type isClientEnvelope_Payload interface {
 	isClientEnvelope_Payload()
 }
@@ -297,6 +443,12 @@ type ClientEnvelope_SealedCommitLogEntry struct {
 	SealedCommitLogEntry *SealedCommitLogEntry `protobuf:"bytes,6,opt,name=sealed_commit_log_entry,json=sealedCommitLogEntry,proto3,oneof"`
 }
 
+type ClientEnvelope_AcceptanceNotice struct {
+	// A notice of commit acceptance (ADR-0030): stored on a group-message
+	// topic by the delivery service itself, never accepted from a client.
+	AcceptanceNotice *AcceptanceNotice `protobuf:"bytes,7,opt,name=acceptance_notice,json=acceptanceNotice,proto3,oneof"`
+}
+
 func (*ClientEnvelope_GroupMessage) isClientEnvelope_Payload() {}
 
 func (*ClientEnvelope_WelcomeMessage) isClientEnvelope_Payload() {}
@@ -307,6 +459,8 @@ func (*ClientEnvelope_KeyPackage) isClientEnvelope_Payload() {}
 
 func (*ClientEnvelope_SealedCommitLogEntry) isClientEnvelope_Payload() {}
 
+func (*ClientEnvelope_AcceptanceNotice) isClientEnvelope_Payload() {}
+
 // An envelope as the delivery service stores and serves it.
 type OriginatorEnvelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -316,8 +470,12 @@ type OriginatorEnvelope struct {
 	// since the Unix epoch (the "backend's timestamp" of JOIN-092, JOIN-094).
 	ServerTimestampNs int64           `protobuf:"varint,2,opt,name=server_timestamp_ns,json=serverTimestampNs,proto3" json:"server_timestamp_ns,omitempty"`
 	Envelope          *ClientEnvelope `protobuf:"bytes,3,opt,name=envelope,proto3" json:"envelope,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set on a commit the delivery service accepted as its group's pending
+	// commit (commit acceptance, two phases): no member merges it before
+	// an AcceptanceNotice with outcome CONFIRMED names its sequence id.
+	Pending       bool `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OriginatorEnvelope) Reset() {
@@ -371,6 +529,177 @@ func (x *OriginatorEnvelope) GetEnvelope() *ClientEnvelope {
 	return nil
 }
 
+func (x *OriginatorEnvelope) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+// What the delivery service tells a group's members about commit
+// acceptance, in the group's own topic order. Only reason classes and
+// installation keys, never content.
+type AcceptanceNotice struct {
+	state   protoimpl.MessageState   `protogen:"open.v1"`
+	Outcome AcceptanceNotice_Outcome `protobuf:"varint,1,opt,name=outcome,proto3,enum=xmtp.backend.v1.AcceptanceNotice_Outcome" json:"outcome,omitempty"`
+	// The sequence id of the commit the notice is about; 0 when none.
+	CommitSequenceId uint64 `protobuf:"varint,2,opt,name=commit_sequence_id,json=commitSequenceId,proto3" json:"commit_sequence_id,omitempty"`
+	// The epoch that commit was for.
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// QUARANTINED, LIFTED: the inbox; DROPPED, STUCK: the committer's inbox.
+	InboxId []byte `protobuf:"bytes,4,opt,name=inbox_id,json=inboxId,proto3" json:"inbox_id,omitempty"`
+	// BLOCKED, LIFTED of a block: the installation.
+	InstallationKey []byte `protobuf:"bytes,5,opt,name=installation_key,json=installationKey,proto3" json:"installation_key,omitempty"`
+	// The reports that decided it (DROPPED, CONFIRMED, STUCK), first
+	// report of each installation.
+	Reports       []*AcceptanceReport `protobuf:"bytes,6,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptanceNotice) Reset() {
+	*x = AcceptanceNotice{}
+	mi := &file_backendpb_envelopes_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptanceNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptanceNotice) ProtoMessage() {}
+
+func (x *AcceptanceNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_backendpb_envelopes_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptanceNotice.ProtoReflect.Descriptor instead.
+func (*AcceptanceNotice) Descriptor() ([]byte, []int) {
+	return file_backendpb_envelopes_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AcceptanceNotice) GetOutcome() AcceptanceNotice_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AcceptanceNotice_OUTCOME_UNSPECIFIED
+}
+
+func (x *AcceptanceNotice) GetCommitSequenceId() uint64 {
+	if x != nil {
+		return x.CommitSequenceId
+	}
+	return 0
+}
+
+func (x *AcceptanceNotice) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *AcceptanceNotice) GetInboxId() []byte {
+	if x != nil {
+		return x.InboxId
+	}
+	return nil
+}
+
+func (x *AcceptanceNotice) GetInstallationKey() []byte {
+	if x != nil {
+		return x.InstallationKey
+	}
+	return nil
+}
+
+func (x *AcceptanceNotice) GetReports() []*AcceptanceReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+// One installation's report on a commit.
+type AcceptanceReport struct {
+	state           protoimpl.MessageState   `protogen:"open.v1"`
+	InstallationKey []byte                   `protobuf:"bytes,1,opt,name=installation_key,json=installationKey,proto3" json:"installation_key,omitempty"`
+	InboxId         []byte                   `protobuf:"bytes,2,opt,name=inbox_id,json=inboxId,proto3" json:"inbox_id,omitempty"`
+	Verdict         AcceptanceReport_Verdict `protobuf:"varint,3,opt,name=verdict,proto3,enum=xmtp.backend.v1.AcceptanceReport_Verdict" json:"verdict,omitempty"`
+	// For REFUSED and STUCK: "tag", "path", "group-info", "policy",
+	// "credential" or "malformed".
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptanceReport) Reset() {
+	*x = AcceptanceReport{}
+	mi := &file_backendpb_envelopes_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptanceReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptanceReport) ProtoMessage() {}
+
+func (x *AcceptanceReport) ProtoReflect() protoreflect.Message {
+	mi := &file_backendpb_envelopes_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptanceReport.ProtoReflect.Descriptor instead.
+func (*AcceptanceReport) Descriptor() ([]byte, []int) {
+	return file_backendpb_envelopes_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AcceptanceReport) GetInstallationKey() []byte {
+	if x != nil {
+		return x.InstallationKey
+	}
+	return nil
+}
+
+func (x *AcceptanceReport) GetInboxId() []byte {
+	if x != nil {
+		return x.InboxId
+	}
+	return nil
+}
+
+func (x *AcceptanceReport) GetVerdict() AcceptanceReport_Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return AcceptanceReport_VERDICT_UNSPECIFIED
+}
+
+func (x *AcceptanceReport) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_backendpb_envelopes_proto protoreflect.FileDescriptor
 
 const file_backendpb_envelopes_proto_rawDesc = "" +
@@ -388,7 +717,7 @@ const file_backendpb_envelopes_proto_rawDesc = "" +
 	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
 	"\n" +
 	"ciphertext\x18\x03 \x01(\fR\n" +
-	"ciphertext\"\xa1\x03\n" +
+	"ciphertext\"\xf3\x03\n" +
 	"\x0eClientEnvelope\x12!\n" +
 	"\ftarget_topic\x18\x01 \x01(\fR\vtargetTopic\x12%\n" +
 	"\rgroup_message\x18\x02 \x01(\fH\x00R\fgroupMessage\x12J\n" +
@@ -396,13 +725,45 @@ const file_backendpb_envelopes_proto_rawDesc = "" +
 	"\x0fidentity_update\x18\x04 \x01(\v2#.regroup.identity.v1.IdentityUpdateH\x00R\x0eidentityUpdate\x12>\n" +
 	"\vkey_package\x18\x05 \x01(\v2\x1b.xmtp.mls.api.v1.KeyPackageH\x00R\n" +
 	"keyPackage\x12^\n" +
-	"\x17sealed_commit_log_entry\x18\x06 \x01(\v2%.xmtp.backend.v1.SealedCommitLogEntryH\x00R\x14sealedCommitLogEntryB\t\n" +
-	"\apayload\"\xa2\x01\n" +
+	"\x17sealed_commit_log_entry\x18\x06 \x01(\v2%.xmtp.backend.v1.SealedCommitLogEntryH\x00R\x14sealedCommitLogEntry\x12P\n" +
+	"\x11acceptance_notice\x18\a \x01(\v2!.xmtp.backend.v1.AcceptanceNoticeH\x00R\x10acceptanceNoticeB\t\n" +
+	"\apayload\"\xbc\x01\n" +
 	"\x12OriginatorEnvelope\x12\x1f\n" +
 	"\vsequence_id\x18\x01 \x01(\x04R\n" +
 	"sequenceId\x12.\n" +
 	"\x13server_timestamp_ns\x18\x02 \x01(\x03R\x11serverTimestampNs\x12;\n" +
-	"\benvelope\x18\x03 \x01(\v2\x1f.xmtp.backend.v1.ClientEnvelopeR\benvelopeB:Z8github.com/regroup-mls/regroup/proto/backendpb;backendpbb\x06proto3"
+	"\benvelope\x18\x03 \x01(\v2\x1f.xmtp.backend.v1.ClientEnvelopeR\benvelope\x12\x18\n" +
+	"\apending\x18\x04 \x01(\bR\apending\"\xbe\x03\n" +
+	"\x10AcceptanceNotice\x12C\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2).xmtp.backend.v1.AcceptanceNotice.OutcomeR\aoutcome\x12,\n" +
+	"\x12commit_sequence_id\x18\x02 \x01(\x04R\x10commitSequenceId\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x19\n" +
+	"\binbox_id\x18\x04 \x01(\fR\ainboxId\x12)\n" +
+	"\x10installation_key\x18\x05 \x01(\fR\x0finstallationKey\x12;\n" +
+	"\areports\x18\x06 \x03(\v2!.xmtp.backend.v1.AcceptanceReportR\areports\"\x9d\x01\n" +
+	"\aOutcome\x12\x17\n" +
+	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tCONFIRMED\x10\x01\x12\v\n" +
+	"\aDROPPED\x10\x02\x12\v\n" +
+	"\aEXPIRED\x10\x03\x12\x0e\n" +
+	"\n" +
+	"SUPERSEDED\x10\x04\x12\x0f\n" +
+	"\vQUARANTINED\x10\x05\x12\n" +
+	"\n" +
+	"\x06LIFTED\x10\x06\x12\t\n" +
+	"\x05STUCK\x10\a\x12\v\n" +
+	"\aBLOCKED\x10\b\x12\v\n" +
+	"\aSTOPPED\x10\t\"\xf9\x01\n" +
+	"\x10AcceptanceReport\x12)\n" +
+	"\x10installation_key\x18\x01 \x01(\fR\x0finstallationKey\x12\x19\n" +
+	"\binbox_id\x18\x02 \x01(\fR\ainboxId\x12C\n" +
+	"\averdict\x18\x03 \x01(\x0e2).xmtp.backend.v1.AcceptanceReport.VerdictR\averdict\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"B\n" +
+	"\aVerdict\x12\x17\n" +
+	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x06\n" +
+	"\x02OK\x10\x01\x12\v\n" +
+	"\aREFUSED\x10\x02\x12\t\n" +
+	"\x05STUCK\x10\x03B:Z8github.com/regroup-mls/regroup/proto/backendpb;backendpbb\x06proto3"
 
 var (
 	file_backendpb_envelopes_proto_rawDescOnce sync.Once
@@ -416,27 +777,36 @@ func file_backendpb_envelopes_proto_rawDescGZIP() []byte {
 	return file_backendpb_envelopes_proto_rawDescData
 }
 
-var file_backendpb_envelopes_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_backendpb_envelopes_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_backendpb_envelopes_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_backendpb_envelopes_proto_goTypes = []any{
-	(*SealedCommitLogEntry)(nil),      // 0: xmtp.backend.v1.SealedCommitLogEntry
-	(*CommitLogEntryTBS)(nil),         // 1: xmtp.backend.v1.CommitLogEntryTBS
-	(*ClientEnvelope)(nil),            // 2: xmtp.backend.v1.ClientEnvelope
-	(*OriginatorEnvelope)(nil),        // 3: xmtp.backend.v1.OriginatorEnvelope
-	(*apipb.WelcomeMessage)(nil),      // 4: xmtp.mls.api.v1.WelcomeMessage
-	(*identitypb.IdentityUpdate)(nil), // 5: regroup.identity.v1.IdentityUpdate
-	(*apipb.KeyPackage)(nil),          // 6: xmtp.mls.api.v1.KeyPackage
+	(AcceptanceNotice_Outcome)(0),     // 0: xmtp.backend.v1.AcceptanceNotice.Outcome
+	(AcceptanceReport_Verdict)(0),     // 1: xmtp.backend.v1.AcceptanceReport.Verdict
+	(*SealedCommitLogEntry)(nil),      // 2: xmtp.backend.v1.SealedCommitLogEntry
+	(*CommitLogEntryTBS)(nil),         // 3: xmtp.backend.v1.CommitLogEntryTBS
+	(*ClientEnvelope)(nil),            // 4: xmtp.backend.v1.ClientEnvelope
+	(*OriginatorEnvelope)(nil),        // 5: xmtp.backend.v1.OriginatorEnvelope
+	(*AcceptanceNotice)(nil),          // 6: xmtp.backend.v1.AcceptanceNotice
+	(*AcceptanceReport)(nil),          // 7: xmtp.backend.v1.AcceptanceReport
+	(*apipb.WelcomeMessage)(nil),      // 8: xmtp.mls.api.v1.WelcomeMessage
+	(*identitypb.IdentityUpdate)(nil), // 9: regroup.identity.v1.IdentityUpdate
+	(*apipb.KeyPackage)(nil),          // 10: xmtp.mls.api.v1.KeyPackage
 }
 var file_backendpb_envelopes_proto_depIdxs = []int32{
-	4, // 0: xmtp.backend.v1.ClientEnvelope.welcome_message:type_name -> xmtp.mls.api.v1.WelcomeMessage
-	5, // 1: xmtp.backend.v1.ClientEnvelope.identity_update:type_name -> regroup.identity.v1.IdentityUpdate
-	6, // 2: xmtp.backend.v1.ClientEnvelope.key_package:type_name -> xmtp.mls.api.v1.KeyPackage
-	0, // 3: xmtp.backend.v1.ClientEnvelope.sealed_commit_log_entry:type_name -> xmtp.backend.v1.SealedCommitLogEntry
-	2, // 4: xmtp.backend.v1.OriginatorEnvelope.envelope:type_name -> xmtp.backend.v1.ClientEnvelope
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	8,  // 0: xmtp.backend.v1.ClientEnvelope.welcome_message:type_name -> xmtp.mls.api.v1.WelcomeMessage
+	9,  // 1: xmtp.backend.v1.ClientEnvelope.identity_update:type_name -> regroup.identity.v1.IdentityUpdate
+	10, // 2: xmtp.backend.v1.ClientEnvelope.key_package:type_name -> xmtp.mls.api.v1.KeyPackage
+	2,  // 3: xmtp.backend.v1.ClientEnvelope.sealed_commit_log_entry:type_name -> xmtp.backend.v1.SealedCommitLogEntry
+	6,  // 4: xmtp.backend.v1.ClientEnvelope.acceptance_notice:type_name -> xmtp.backend.v1.AcceptanceNotice
+	4,  // 5: xmtp.backend.v1.OriginatorEnvelope.envelope:type_name -> xmtp.backend.v1.ClientEnvelope
+	0,  // 6: xmtp.backend.v1.AcceptanceNotice.outcome:type_name -> xmtp.backend.v1.AcceptanceNotice.Outcome
+	7,  // 7: xmtp.backend.v1.AcceptanceNotice.reports:type_name -> xmtp.backend.v1.AcceptanceReport
+	1,  // 8: xmtp.backend.v1.AcceptanceReport.verdict:type_name -> xmtp.backend.v1.AcceptanceReport.Verdict
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_backendpb_envelopes_proto_init() }
@@ -450,19 +820,21 @@ func file_backendpb_envelopes_proto_init() {
 		(*ClientEnvelope_IdentityUpdate)(nil),
 		(*ClientEnvelope_KeyPackage)(nil),
 		(*ClientEnvelope_SealedCommitLogEntry)(nil),
+		(*ClientEnvelope_AcceptanceNotice)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backendpb_envelopes_proto_rawDesc), len(file_backendpb_envelopes_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   4,
+			NumEnums:      2,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_backendpb_envelopes_proto_goTypes,
 		DependencyIndexes: file_backendpb_envelopes_proto_depIdxs,
+		EnumInfos:         file_backendpb_envelopes_proto_enumTypes,
 		MessageInfos:      file_backendpb_envelopes_proto_msgTypes,
 	}.Build()
 	File_backendpb_envelopes_proto = out.File

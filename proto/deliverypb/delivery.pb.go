@@ -797,6 +797,207 @@ func (x *HighestSequenceIdsResponse) GetSequenceIds() []uint64 {
 	return nil
 }
 
+type ReportRequest struct {
+	state            protoimpl.MessageState             `protogen:"open.v1"`
+	GroupId          []byte                             `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	CommitSequenceId uint64                             `protobuf:"varint,2,opt,name=commit_sequence_id,json=commitSequenceId,proto3" json:"commit_sequence_id,omitempty"`
+	Verdict          backendpb.AcceptanceReport_Verdict `protobuf:"varint,3,opt,name=verdict,proto3,enum=xmtp.backend.v1.AcceptanceReport_Verdict" json:"verdict,omitempty"`
+	Reason           string                             `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportRequest) Reset() {
+	*x = ReportRequest{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportRequest) ProtoMessage() {}
+
+func (x *ReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
+func (*ReportRequest) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReportRequest) GetGroupId() []byte {
+	if x != nil {
+		return x.GroupId
+	}
+	return nil
+}
+
+func (x *ReportRequest) GetCommitSequenceId() uint64 {
+	if x != nil {
+		return x.CommitSequenceId
+	}
+	return 0
+}
+
+func (x *ReportRequest) GetVerdict() backendpb.AcceptanceReport_Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return backendpb.AcceptanceReport_Verdict(0)
+}
+
+func (x *ReportRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResponse) Reset() {
+	*x = ReportResponse{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResponse) ProtoMessage() {}
+
+func (x *ReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
+func (*ReportResponse) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{18}
+}
+
+type LiftRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GroupId []byte                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Exactly one of the two.
+	InboxId         []byte `protobuf:"bytes,2,opt,name=inbox_id,json=inboxId,proto3" json:"inbox_id,omitempty"`
+	InstallationKey []byte `protobuf:"bytes,3,opt,name=installation_key,json=installationKey,proto3" json:"installation_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LiftRequest) Reset() {
+	*x = LiftRequest{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftRequest) ProtoMessage() {}
+
+func (x *LiftRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftRequest.ProtoReflect.Descriptor instead.
+func (*LiftRequest) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *LiftRequest) GetGroupId() []byte {
+	if x != nil {
+		return x.GroupId
+	}
+	return nil
+}
+
+func (x *LiftRequest) GetInboxId() []byte {
+	if x != nil {
+		return x.InboxId
+	}
+	return nil
+}
+
+func (x *LiftRequest) GetInstallationKey() []byte {
+	if x != nil {
+		return x.InstallationKey
+	}
+	return nil
+}
+
+type LiftResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiftResponse) Reset() {
+	*x = LiftResponse{}
+	mi := &file_deliverypb_delivery_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiftResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiftResponse) ProtoMessage() {}
+
+func (x *LiftResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deliverypb_delivery_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiftResponse.ProtoReflect.Descriptor instead.
+func (*LiftResponse) Descriptor() ([]byte, []int) {
+	return file_deliverypb_delivery_proto_rawDescGZIP(), []int{20}
+}
+
 var File_deliverypb_delivery_proto protoreflect.FileDescriptor
 
 const file_deliverypb_delivery_proto_rawDesc = "" +
@@ -838,7 +1039,18 @@ const file_deliverypb_delivery_proto_rawDesc = "" +
 	"\x19HighestSequenceIdsRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\fR\x06topics\"?\n" +
 	"\x1aHighestSequenceIdsResponse\x12!\n" +
-	"\fsequence_ids\x18\x01 \x03(\x04R\vsequenceIds2\x9c\x06\n" +
+	"\fsequence_ids\x18\x01 \x03(\x04R\vsequenceIds\"\xb5\x01\n" +
+	"\rReportRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\fR\agroupId\x12,\n" +
+	"\x12commit_sequence_id\x18\x02 \x01(\x04R\x10commitSequenceId\x12C\n" +
+	"\averdict\x18\x03 \x01(\x0e2).xmtp.backend.v1.AcceptanceReport.VerdictR\averdict\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x10\n" +
+	"\x0eReportResponse\"n\n" +
+	"\vLiftRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\fR\agroupId\x12\x19\n" +
+	"\binbox_id\x18\x02 \x01(\fR\ainboxId\x12)\n" +
+	"\x10installation_key\x18\x03 \x01(\fR\x0finstallationKey\"\x0e\n" +
+	"\fLiftResponse2\xbc\a\n" +
 	"\bDelivery\x12Z\n" +
 	"\tChallenge\x12%.regroup.delivery.v1.ChallengeRequest\x1a&.regroup.delivery.v1.ChallengeResponse\x12c\n" +
 	"\fAuthenticate\x12(.regroup.delivery.v1.AuthenticateRequest\x1a).regroup.delivery.v1.AuthenticateResponse\x12T\n" +
@@ -847,7 +1059,9 @@ const file_deliverypb_delivery_proto_rawDesc = "" +
 	"\vQueryNewest\x12'.regroup.delivery.v1.QueryNewestRequest\x1a(.regroup.delivery.v1.QueryNewestResponse\x12r\n" +
 	"\x11HighestSequenceId\x12-.regroup.delivery.v1.HighestSequenceIdRequest\x1a..regroup.delivery.v1.HighestSequenceIdResponse\x12\\\n" +
 	"\tSubscribe\x12%.regroup.delivery.v1.SubscribeRequest\x1a&.regroup.delivery.v1.SubscribeResponse0\x01\x12u\n" +
-	"\x12HighestSequenceIds\x12..regroup.delivery.v1.HighestSequenceIdsRequest\x1a/.regroup.delivery.v1.HighestSequenceIdsResponseB<Z:github.com/regroup-mls/regroup/proto/deliverypb;deliverypbb\x06proto3"
+	"\x12HighestSequenceIds\x12..regroup.delivery.v1.HighestSequenceIdsRequest\x1a/.regroup.delivery.v1.HighestSequenceIdsResponse\x12Q\n" +
+	"\x06Report\x12\".regroup.delivery.v1.ReportRequest\x1a#.regroup.delivery.v1.ReportResponse\x12K\n" +
+	"\x04Lift\x12 .regroup.delivery.v1.LiftRequest\x1a!.regroup.delivery.v1.LiftResponseB<Z:github.com/regroup-mls/regroup/proto/deliverypb;deliverypbb\x06proto3"
 
 var (
 	file_deliverypb_delivery_proto_rawDescOnce sync.Once
@@ -861,55 +1075,65 @@ func file_deliverypb_delivery_proto_rawDescGZIP() []byte {
 	return file_deliverypb_delivery_proto_rawDescData
 }
 
-var file_deliverypb_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_deliverypb_delivery_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_deliverypb_delivery_proto_goTypes = []any{
-	(*ChallengeRequest)(nil),             // 0: regroup.delivery.v1.ChallengeRequest
-	(*ChallengeResponse)(nil),            // 1: regroup.delivery.v1.ChallengeResponse
-	(*AuthenticateRequest)(nil),          // 2: regroup.delivery.v1.AuthenticateRequest
-	(*AuthenticateResponse)(nil),         // 3: regroup.delivery.v1.AuthenticateResponse
-	(*PublishRequest)(nil),               // 4: regroup.delivery.v1.PublishRequest
-	(*PublishResponse)(nil),              // 5: regroup.delivery.v1.PublishResponse
-	(*QueryRequest)(nil),                 // 6: regroup.delivery.v1.QueryRequest
-	(*QueryResponse)(nil),                // 7: regroup.delivery.v1.QueryResponse
-	(*QueryNewestRequest)(nil),           // 8: regroup.delivery.v1.QueryNewestRequest
-	(*QueryNewestResponse)(nil),          // 9: regroup.delivery.v1.QueryNewestResponse
-	(*HighestSequenceIdRequest)(nil),     // 10: regroup.delivery.v1.HighestSequenceIdRequest
-	(*HighestSequenceIdResponse)(nil),    // 11: regroup.delivery.v1.HighestSequenceIdResponse
-	(*TopicCursor)(nil),                  // 12: regroup.delivery.v1.TopicCursor
-	(*SubscribeRequest)(nil),             // 13: regroup.delivery.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),            // 14: regroup.delivery.v1.SubscribeResponse
-	(*HighestSequenceIdsRequest)(nil),    // 15: regroup.delivery.v1.HighestSequenceIdsRequest
-	(*HighestSequenceIdsResponse)(nil),   // 16: regroup.delivery.v1.HighestSequenceIdsResponse
-	(*backendpb.ClientEnvelope)(nil),     // 17: xmtp.backend.v1.ClientEnvelope
-	(*backendpb.OriginatorEnvelope)(nil), // 18: xmtp.backend.v1.OriginatorEnvelope
+	(*ChallengeRequest)(nil),                // 0: regroup.delivery.v1.ChallengeRequest
+	(*ChallengeResponse)(nil),               // 1: regroup.delivery.v1.ChallengeResponse
+	(*AuthenticateRequest)(nil),             // 2: regroup.delivery.v1.AuthenticateRequest
+	(*AuthenticateResponse)(nil),            // 3: regroup.delivery.v1.AuthenticateResponse
+	(*PublishRequest)(nil),                  // 4: regroup.delivery.v1.PublishRequest
+	(*PublishResponse)(nil),                 // 5: regroup.delivery.v1.PublishResponse
+	(*QueryRequest)(nil),                    // 6: regroup.delivery.v1.QueryRequest
+	(*QueryResponse)(nil),                   // 7: regroup.delivery.v1.QueryResponse
+	(*QueryNewestRequest)(nil),              // 8: regroup.delivery.v1.QueryNewestRequest
+	(*QueryNewestResponse)(nil),             // 9: regroup.delivery.v1.QueryNewestResponse
+	(*HighestSequenceIdRequest)(nil),        // 10: regroup.delivery.v1.HighestSequenceIdRequest
+	(*HighestSequenceIdResponse)(nil),       // 11: regroup.delivery.v1.HighestSequenceIdResponse
+	(*TopicCursor)(nil),                     // 12: regroup.delivery.v1.TopicCursor
+	(*SubscribeRequest)(nil),                // 13: regroup.delivery.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),               // 14: regroup.delivery.v1.SubscribeResponse
+	(*HighestSequenceIdsRequest)(nil),       // 15: regroup.delivery.v1.HighestSequenceIdsRequest
+	(*HighestSequenceIdsResponse)(nil),      // 16: regroup.delivery.v1.HighestSequenceIdsResponse
+	(*ReportRequest)(nil),                   // 17: regroup.delivery.v1.ReportRequest
+	(*ReportResponse)(nil),                  // 18: regroup.delivery.v1.ReportResponse
+	(*LiftRequest)(nil),                     // 19: regroup.delivery.v1.LiftRequest
+	(*LiftResponse)(nil),                    // 20: regroup.delivery.v1.LiftResponse
+	(*backendpb.ClientEnvelope)(nil),        // 21: xmtp.backend.v1.ClientEnvelope
+	(*backendpb.OriginatorEnvelope)(nil),    // 22: xmtp.backend.v1.OriginatorEnvelope
+	(backendpb.AcceptanceReport_Verdict)(0), // 23: xmtp.backend.v1.AcceptanceReport.Verdict
 }
 var file_deliverypb_delivery_proto_depIdxs = []int32{
-	17, // 0: regroup.delivery.v1.PublishRequest.envelopes:type_name -> xmtp.backend.v1.ClientEnvelope
-	18, // 1: regroup.delivery.v1.QueryResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
-	18, // 2: regroup.delivery.v1.QueryNewestResponse.envelope:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	21, // 0: regroup.delivery.v1.PublishRequest.envelopes:type_name -> xmtp.backend.v1.ClientEnvelope
+	22, // 1: regroup.delivery.v1.QueryResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	22, // 2: regroup.delivery.v1.QueryNewestResponse.envelope:type_name -> xmtp.backend.v1.OriginatorEnvelope
 	12, // 3: regroup.delivery.v1.SubscribeRequest.cursors:type_name -> regroup.delivery.v1.TopicCursor
-	18, // 4: regroup.delivery.v1.SubscribeResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
-	0,  // 5: regroup.delivery.v1.Delivery.Challenge:input_type -> regroup.delivery.v1.ChallengeRequest
-	2,  // 6: regroup.delivery.v1.Delivery.Authenticate:input_type -> regroup.delivery.v1.AuthenticateRequest
-	4,  // 7: regroup.delivery.v1.Delivery.Publish:input_type -> regroup.delivery.v1.PublishRequest
-	6,  // 8: regroup.delivery.v1.Delivery.Query:input_type -> regroup.delivery.v1.QueryRequest
-	8,  // 9: regroup.delivery.v1.Delivery.QueryNewest:input_type -> regroup.delivery.v1.QueryNewestRequest
-	10, // 10: regroup.delivery.v1.Delivery.HighestSequenceId:input_type -> regroup.delivery.v1.HighestSequenceIdRequest
-	13, // 11: regroup.delivery.v1.Delivery.Subscribe:input_type -> regroup.delivery.v1.SubscribeRequest
-	15, // 12: regroup.delivery.v1.Delivery.HighestSequenceIds:input_type -> regroup.delivery.v1.HighestSequenceIdsRequest
-	1,  // 13: regroup.delivery.v1.Delivery.Challenge:output_type -> regroup.delivery.v1.ChallengeResponse
-	3,  // 14: regroup.delivery.v1.Delivery.Authenticate:output_type -> regroup.delivery.v1.AuthenticateResponse
-	5,  // 15: regroup.delivery.v1.Delivery.Publish:output_type -> regroup.delivery.v1.PublishResponse
-	7,  // 16: regroup.delivery.v1.Delivery.Query:output_type -> regroup.delivery.v1.QueryResponse
-	9,  // 17: regroup.delivery.v1.Delivery.QueryNewest:output_type -> regroup.delivery.v1.QueryNewestResponse
-	11, // 18: regroup.delivery.v1.Delivery.HighestSequenceId:output_type -> regroup.delivery.v1.HighestSequenceIdResponse
-	14, // 19: regroup.delivery.v1.Delivery.Subscribe:output_type -> regroup.delivery.v1.SubscribeResponse
-	16, // 20: regroup.delivery.v1.Delivery.HighestSequenceIds:output_type -> regroup.delivery.v1.HighestSequenceIdsResponse
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	22, // 4: regroup.delivery.v1.SubscribeResponse.envelopes:type_name -> xmtp.backend.v1.OriginatorEnvelope
+	23, // 5: regroup.delivery.v1.ReportRequest.verdict:type_name -> xmtp.backend.v1.AcceptanceReport.Verdict
+	0,  // 6: regroup.delivery.v1.Delivery.Challenge:input_type -> regroup.delivery.v1.ChallengeRequest
+	2,  // 7: regroup.delivery.v1.Delivery.Authenticate:input_type -> regroup.delivery.v1.AuthenticateRequest
+	4,  // 8: regroup.delivery.v1.Delivery.Publish:input_type -> regroup.delivery.v1.PublishRequest
+	6,  // 9: regroup.delivery.v1.Delivery.Query:input_type -> regroup.delivery.v1.QueryRequest
+	8,  // 10: regroup.delivery.v1.Delivery.QueryNewest:input_type -> regroup.delivery.v1.QueryNewestRequest
+	10, // 11: regroup.delivery.v1.Delivery.HighestSequenceId:input_type -> regroup.delivery.v1.HighestSequenceIdRequest
+	13, // 12: regroup.delivery.v1.Delivery.Subscribe:input_type -> regroup.delivery.v1.SubscribeRequest
+	15, // 13: regroup.delivery.v1.Delivery.HighestSequenceIds:input_type -> regroup.delivery.v1.HighestSequenceIdsRequest
+	17, // 14: regroup.delivery.v1.Delivery.Report:input_type -> regroup.delivery.v1.ReportRequest
+	19, // 15: regroup.delivery.v1.Delivery.Lift:input_type -> regroup.delivery.v1.LiftRequest
+	1,  // 16: regroup.delivery.v1.Delivery.Challenge:output_type -> regroup.delivery.v1.ChallengeResponse
+	3,  // 17: regroup.delivery.v1.Delivery.Authenticate:output_type -> regroup.delivery.v1.AuthenticateResponse
+	5,  // 18: regroup.delivery.v1.Delivery.Publish:output_type -> regroup.delivery.v1.PublishResponse
+	7,  // 19: regroup.delivery.v1.Delivery.Query:output_type -> regroup.delivery.v1.QueryResponse
+	9,  // 20: regroup.delivery.v1.Delivery.QueryNewest:output_type -> regroup.delivery.v1.QueryNewestResponse
+	11, // 21: regroup.delivery.v1.Delivery.HighestSequenceId:output_type -> regroup.delivery.v1.HighestSequenceIdResponse
+	14, // 22: regroup.delivery.v1.Delivery.Subscribe:output_type -> regroup.delivery.v1.SubscribeResponse
+	16, // 23: regroup.delivery.v1.Delivery.HighestSequenceIds:output_type -> regroup.delivery.v1.HighestSequenceIdsResponse
+	18, // 24: regroup.delivery.v1.Delivery.Report:output_type -> regroup.delivery.v1.ReportResponse
+	20, // 25: regroup.delivery.v1.Delivery.Lift:output_type -> regroup.delivery.v1.LiftResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_deliverypb_delivery_proto_init() }
@@ -923,7 +1147,7 @@ func file_deliverypb_delivery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deliverypb_delivery_proto_rawDesc), len(file_deliverypb_delivery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

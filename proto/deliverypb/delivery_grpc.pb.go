@@ -32,6 +32,8 @@ const (
 	Delivery_HighestSequenceId_FullMethodName  = "/regroup.delivery.v1.Delivery/HighestSequenceId"
 	Delivery_Subscribe_FullMethodName          = "/regroup.delivery.v1.Delivery/Subscribe"
 	Delivery_HighestSequenceIds_FullMethodName = "/regroup.delivery.v1.Delivery/HighestSequenceIds"
+	Delivery_Report_FullMethodName             = "/regroup.delivery.v1.Delivery/Report"
+	Delivery_Lift_FullMethodName               = "/regroup.delivery.v1.Delivery/Lift"
 )
 
 // DeliveryClient is the client API for Delivery service.
@@ -59,6 +61,13 @@ type DeliveryClient interface {
 	// Returns the highest sequence id ever assigned on each topic, in order,
 	// 0 for a topic with none; 1 to 1024 topics per call.
 	HighestSequenceIds(ctx context.Context, in *HighestSequenceIdsRequest, opts ...grpc.CallOption) (*HighestSequenceIdsResponse, error)
+	// Commit acceptance: an authenticated member installation's report on a
+	// group's pending commit (OK or REFUSED) or on a confirmed one it cannot
+	// process (STUCK).
+	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportResponse, error)
+	// Commit acceptance: a super admin's installation lifts an inbox's
+	// quarantine or an installation's block in a group.
+	Lift(ctx context.Context, in *LiftRequest, opts ...grpc.CallOption) (*LiftResponse, error)
 }
 
 type deliveryClient struct {
@@ -158,6 +167,26 @@ func (c *deliveryClient) HighestSequenceIds(ctx context.Context, in *HighestSequ
 	return out, nil
 }
 
+func (c *deliveryClient) Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportResponse)
+	err := c.cc.Invoke(ctx, Delivery_Report_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *deliveryClient) Lift(ctx context.Context, in *LiftRequest, opts ...grpc.CallOption) (*LiftResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LiftResponse)
+	err := c.cc.Invoke(ctx, Delivery_Lift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DeliveryServer is the server API for Delivery service.
 // All implementations must embed UnimplementedDeliveryServer
 // for forward compatibility.
@@ -183,6 +212,13 @@ type DeliveryServer interface {
 	// Returns the highest sequence id ever assigned on each topic, in order,
 	// 0 for a topic with none; 1 to 1024 topics per call.
 	HighestSequenceIds(context.Context, *HighestSequenceIdsRequest) (*HighestSequenceIdsResponse, error)
+	// Commit acceptance: an authenticated member installation's report on a
+	// group's pending commit (OK or REFUSED) or on a confirmed one it cannot
+	// process (STUCK).
+	Report(context.Context, *ReportRequest) (*ReportResponse, error)
+	// Commit acceptance: a super admin's installation lifts an inbox's
+	// quarantine or an installation's block in a group.
+	Lift(context.Context, *LiftRequest) (*LiftResponse, error)
 	mustEmbedUnimplementedDeliveryServer()
 }
 
@@ -216,6 +252,12 @@ func (UnimplementedDeliveryServer) Subscribe(*SubscribeRequest, grpc.ServerStrea
 }
 func (UnimplementedDeliveryServer) HighestSequenceIds(context.Context, *HighestSequenceIdsRequest) (*HighestSequenceIdsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HighestSequenceIds not implemented")
+}
+func (UnimplementedDeliveryServer) Report(context.Context, *ReportRequest) (*ReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedDeliveryServer) Lift(context.Context, *LiftRequest) (*LiftResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lift not implemented")
 }
 func (UnimplementedDeliveryServer) mustEmbedUnimplementedDeliveryServer() {}
 func (UnimplementedDeliveryServer) testEmbeddedByValue()                  {}
@@ -375,6 +417,42 @@ func _Delivery_HighestSequenceIds_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Delivery_Report_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeliveryServer).Report(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Delivery_Report_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeliveryServer).Report(ctx, req.(*ReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Delivery_Lift_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LiftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DeliveryServer).Lift(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Delivery_Lift_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DeliveryServer).Lift(ctx, req.(*LiftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Delivery_ServiceDesc is the grpc.ServiceDesc for Delivery service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -409,6 +487,14 @@ var Delivery_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HighestSequenceIds",
 			Handler:    _Delivery_HighestSequenceIds_Handler,
+		},
+		{
+			MethodName: "Report",
+			Handler:    _Delivery_Report_Handler,
+		},
+		{
+			MethodName: "Lift",
+			Handler:    _Delivery_Lift_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
