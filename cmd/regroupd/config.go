@@ -52,6 +52,9 @@ type config struct {
 	// Reads.
 	MaxPageBytes    int
 	ReadBudgetBytes int64
+	// MemoryLimit keeps the Go runtime's soft memory limit at the
+	// configured budgets (COMP-337).
+	MemoryLimit bool
 	// Rates, in tokens per second (negative: no limit), and bursts.
 	RatePerSecond, IdentityRate, GlobalRate float64
 	Burst, IdentityBurst, GlobalBurst       int
@@ -193,6 +196,7 @@ func parseConfig(args []string) (config, error) {
 	boolean(&c.AcceptCommits, "accept-commits", "REGROUPD_ACCEPT_COMMITS", false, "follow every registered group's public state and refuse commits and GroupInfos that fail public validation or the role policy (commit acceptance)")
 	integer(&c.PublicCacheBytes, "public-cache-bytes", "REGROUPD_PUBLIC_CACHE_BYTES", mls.DefaultPublicCacheBytes, "with -accept-commits, bytes of encoded public state whose decoded groups are kept between commits; negative keeps none")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
+	boolean(&c.MemoryLimit, "memory-limit", "REGROUPD_MEMORY_LIMIT", true, "keep the Go runtime's soft memory limit at start-up memory + read budget + public-state cache + 1.25 MiB per open connection (GOMEMLIMIT, when set, wins)")
 	integer(&budgetMiB, "read-budget-mib", "REGROUPD_READ_BUDGET_MIB", 256, "MiB of stored envelopes all reads together may hold in memory")
 	number(&c.RatePerSecond, "rate", "REGROUPD_RATE", 1000, "tokens per second per connection (a call costs 1, plus 1 per envelope and per 64 KiB moved), negative for no limit")
 	integer(&c.Burst, "burst", "REGROUPD_BURST", 2000, "token bucket size per connection")

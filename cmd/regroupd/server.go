@@ -141,6 +141,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			}
 		})
 	}()
+	s.governMemory(bg, cfg, log)
 	if cfg.postgres() && cfg.PostgresNotify {
 		s.wg.Add(1)
 		go func() {
