@@ -17,7 +17,13 @@ import (
 // nowhere; so is the registration of a group created under such a
 // version. The group goes on under its known version.
 func TestCOMP381_UnknownPolicyVersionRefusedOverGRPC(t *testing.T) {
-	a := newAcceptance(t, "sqlite")
+	for _, mode := range acceptModes {
+		t.Run(mode, func(t *testing.T) { testUnknownPolicyVersion(t, mode) })
+	}
+}
+
+func testUnknownPolicyVersion(t *testing.T, mode string) {
+	a := newAcceptance(t, mode)
 	mallory := a.member("mallory", world.Config{MLS: rogue.Engine})
 	alice := a.member("alice", world.Config{})
 	id := a.newGroup(mallory, alice)
@@ -50,7 +56,13 @@ func TestCOMP381_UnknownPolicyVersionRefusedOverGRPC(t *testing.T) {
 // (a rename) is refused by the role policy (public_policy) and the
 // commit is stored nowhere; the viewer's own key update passes.
 func TestCOMP382_ViewerCommitRefusedOverGRPC(t *testing.T) {
-	a := newAcceptance(t, "sqlite")
+	for _, mode := range acceptModes {
+		t.Run(mode, func(t *testing.T) { testViewerCommitRefused(t, mode) })
+	}
+}
+
+func testViewerCommitRefused(t *testing.T, mode string) {
+	a := newAcceptance(t, mode)
 	alice := a.member("alice", world.Config{MLS: rogue.Engine})
 	mallory := a.member("mallory", world.Config{MLS: rogue.Engine})
 	id := a.newGroup(alice, mallory)
