@@ -232,7 +232,10 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 			m := pick(in)
 			op, do = "update "+m.Name, func() error { return m.Conv(id).UpdateKeys(a.Ctx) }
 		case moveResync:
-			m := pick(in)
+			// Not the super admin: after its resync the other members'
+			// fork state reads unknown for good, and no fork readd could
+			// follow (FORK-030 needs not forked).
+			m := pick(in[1:])
 			op = "resync " + m.Name
 			if step != kill {
 				// m merges the next commit and then diverges: it can no
@@ -276,11 +279,22 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 		counts[moveAdd], counts[moveRemove], counts[moveReadd], counts[moveRename], counts[moveUpdate], counts[moveResync], counts[moveForkReadd])
 }
 
-// forkReadd forks m's commit log — m records another epoch authenticator
+// forkReadd forks m's commit log — m, not forked, records another epoch authenticator
 // for the super admin's next commit — and has the fork repaired the way
 // FORK-050 to FORK-064 do: m's readd request, the super admin's readd
 // commit, m's join from its Welcome.
 func forkReadd(a *acceptance, id []byte, admin, m *world.Member, in []*world.Member) error {
+	// A member that joined lately reads unknown until a commit after its
+	// join agrees (FORK-030); only a member that reads not forked can fork.
+	for i := 0; m.ForkState(id) != ports.ForkNotForked; i++ {
+		if i == 3 {
+			return fmt.Errorf("%s reads %v after %d commits, want not forked", m.Name, m.ForkState(id), i)
+		}
+		if err := admin.Conv(id).UpdateKeys(a.Ctx); err != nil {
+			return err
+		}
+		world.SyncAll(in...)
+	}
 	m.Sync()
 	m.Engine.Arm(id, mlsfault.MisrecordAuthenticator)
 	if err := admin.Conv(id).UpdateKeys(a.Ctx); err != nil {
