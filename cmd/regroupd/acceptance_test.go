@@ -43,10 +43,16 @@ func newAcceptance(t *testing.T, mode string) *acceptance {
 // newAcceptanceFor is newAcceptance with d for everything the test does.
 func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
 	t.Helper()
+	return newAcceptanceWith(t, mode, d)
+}
+
+// newAcceptanceWith is newAcceptanceFor with more regroupd flags.
+func newAcceptanceWith(t *testing.T, mode string, d time.Duration, flags ...string) *acceptance {
+	t.Helper()
 	if mode == "postgres" && os.Getenv("REGROUP_POSTGRES_DSN") == "" {
 		t.Skip("REGROUP_POSTGRES_DSN unset: set it to prove commit acceptance on PostgreSQL")
 	}
-	r := testenv.StartRegroupdWith(t, mode, "-accept-commits")
+	r := testenv.StartRegroupdWith(t, mode, append([]string{"-accept-commits"}, flags...)...)
 	a := &acceptance{World: world.NewOn(t, mode, r, d), t: t, keys: map[*world.Member]ed25519.PrivateKey{}}
 	var err error
 	if mode == "postgres" {

@@ -53,7 +53,7 @@ var PublicRefusalReasons = []string{
 	refusedPublic + ports.RefusedMalformed, refusedPublic + ports.RefusedEpoch, refusedPublic + ports.RefusedGroup,
 	refusedPublic + ports.RefusedSignature, refusedPublic + ports.RefusedSender, refusedPublic + ports.RefusedProposal,
 	refusedPublic + ports.RefusedLeafNode, refusedPublic + ports.RefusedParentHash, refusedPublic + ports.RefusedTreeHash,
-	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion,
+	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion, RefusedViewerMessage,
 }
 
 // maxStateRetries bounds how often a batch is validated again after a

@@ -285,6 +285,9 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		if advances, err = s.accept(ctx, envs, rows); err != nil {
 			return nil, nil, err
 		}
+		if err = s.admitViewerMessages(ctx, caller, envs); err != nil { // COMP-403
+			return nil, nil, err
+		}
 	}
 	stored := map[ports.TopicKind]int64{}
 	for _, r := range rows {
