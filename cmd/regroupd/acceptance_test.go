@@ -68,11 +68,12 @@ func newAcceptanceWith(t *testing.T, mode string, d time.Duration, flags ...stri
 }
 
 // member makes a member and keeps its installation key, the MLS
-// signature key forged commits are signed with.
+// signature key forged commits are signed with; cfg.RecoveryKey makes it
+// an installation of that recovery key's inbox.
 func (a *acceptance) member(name string, cfg world.Config) *world.Member {
 	var key ed25519.PrivateKey
 	cfg.Installation = func(ctx context.Context, store ports.Store, clk ports.Clock) (identity.Installation, error) {
-		in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{})
+		in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey})
 		key = in.InstallationKey
 		return in, err
 	}
