@@ -85,9 +85,16 @@ func appMessageKind(aad []byte) ports.MessageKind {
 
 // viewerRoles returns the roles of the group's stored public state when
 // they list viewers; nil when the group has no state (it is not
-// registered, COMP-373) or no viewers.
+// registered, COMP-373) or no viewers. A state this service cached is
+// used up to viewerStateMaxAge after it was read or written (COMP-404).
 func (s *Service) viewerRoles(ctx context.Context, group []byte) (*policy.Roles, error) {
-	st, err := s.states.PublicState(ctx, group)
+	var st ports.StoredPublicState
+	var err error
+	if c, ok := s.states.(*cachingStates); ok {
+		st, err = c.recent(ctx, group, viewerStateMaxAge)
+	} else {
+		st, err = s.states.PublicState(ctx, group)
+	}
 	switch {
 	case errors.Is(err, ports.ErrNotFound):
 		return nil, nil
