@@ -126,7 +126,7 @@ const (
 // answers other members' requests.
 var requester = &client.Options{Recovery: client.RecoveryPolicy{Mode: client.RecoverAll}}
 
-// COMP-370, COMP-371, COMP-375: random commits by live clients through
+// COMP-370, COMP-371, COMP-375, COMP-405: random commits by live clients through
 // regroupd — adds, removes, updates, removals and adds back of one inbox,
 // metadata changes, resyncs of a member whose state diverged
 // (Conversation.Resync, an external commit) and readds of a member whose
@@ -176,19 +176,36 @@ func testFollowsRandomCommits(t *testing.T, mode string) {
 	schedule := rng.Perm(moves)
 	counts := make([]int, moves)
 	for step := range n {
-		var k int
+		// A removal keeps three members, so that the moves on a member
+		// other than the super admin stay possible.
+		possible := func(k int) bool {
+			switch k {
+			case moveAdd:
+				return len(out) > 0
+			case moveRemove:
+				return len(in) > 3
+			case moveReadd, moveForkReadd:
+				return len(in) > 2
+			}
+			return true
+		}
+		k := moveUpdate
 		switch {
 		case step == kill:
 			// The commit in flight at the SIGKILL is one commit, which
 			// the member can make again if it was lost.
 			k = []int{moveRename, moveUpdate, moveResync}[rng.IntN(3)]
 		case len(schedule) > 0:
-			k, schedule = schedule[0], schedule[1:]
+			// The first scheduled move possible now: every move is made
+			// once in the first steps.
+			if i := slices.IndexFunc(schedule, possible); i >= 0 {
+				k = schedule[i]
+				schedule = slices.Delete(schedule, i, i+1)
+			}
 		default:
-			k = rng.IntN(moves)
-		}
-		if (k == moveAdd && len(out) == 0) || ((k == moveRemove || k == moveReadd || k == moveForkReadd) && len(in) <= 2) {
-			k = moveUpdate
+			if r := rng.IntN(moves); possible(r) {
+				k = r
+			}
 		}
 		counts[k]++
 		var op string

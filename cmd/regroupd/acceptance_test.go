@@ -120,7 +120,8 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 	if err != nil {
 		a.t.Fatalf("service state: %v", err)
 	}
-	var viewer ports.PublicStateViewer = mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1})
+	pg := mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1})
+	var viewer ports.PublicStateViewer = pg
 	v, err := viewer.View(a.Ctx, st.State)
 	if err != nil {
 		a.t.Fatalf("service state does not load: %v", err)
@@ -129,7 +130,8 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 		a.t.Fatalf("service state of epoch %d stored as epoch %d", v.Epoch, st.Epoch)
 	}
 	for _, m := range ms {
-		msg, err := framing.Decode(groupInfo(a.t, m, id))
+		gi := groupInfo(a.t, m, id)
+		msg, err := framing.Decode(gi)
 		if err != nil {
 			a.t.Fatal(err)
 		}
@@ -137,6 +139,13 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 		if v.Epoch != gc.Epoch || !bytes.Equal(v.GroupID, gc.GroupID) || !bytes.Equal(v.TreeHash, gc.TreeHash) ||
 			len(v.Extensions) != len(gc.Extensions) {
 			a.t.Fatalf("service at epoch %d, %s at %d: group contexts differ", v.Epoch, m.Name, gc.Epoch)
+		}
+		// The whole group context (the confirmed transcript hash and the
+		// extensions' bytes among it) and the ratchet tree: the
+		// validator's own comparison of a member's GroupInfo with the
+		// state.
+		if err := pg.CheckGroupInfo(a.Ctx, st.State, gi); err != nil {
+			a.t.Fatalf("service at epoch %d, %s's GroupInfo of epoch %d: %v", v.Epoch, m.Name, gc.Epoch, err)
 		}
 	}
 }
