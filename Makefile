@@ -16,7 +16,7 @@
 #   make attack  the long attack run: every attack, then the fair-share table (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
 #   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
-#   make acceptance  ACCEPTANCE_COMMITS (default 200) random commits followed by a commit-accepting regroupd, SIGKILL included (not part of test)
+#   make acceptance  ACCEPTANCE_COMMITS (default 200) random commits, resyncs and fork readds included, followed by a commit-accepting regroupd, SIGKILL included (not part of test)
 
 GO        ?= go
 FUZZTIME  ?= 30s

@@ -43,10 +43,16 @@ func newAcceptance(t *testing.T, mode string) *acceptance {
 // newAcceptanceFor is newAcceptance with d for everything the test does.
 func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
 	t.Helper()
+	return newAcceptanceWith(t, mode, d)
+}
+
+// newAcceptanceWith is newAcceptanceFor with more regroupd flags.
+func newAcceptanceWith(t *testing.T, mode string, d time.Duration, flags ...string) *acceptance {
+	t.Helper()
 	if mode == "postgres" && os.Getenv("REGROUP_POSTGRES_DSN") == "" {
 		t.Skip("REGROUP_POSTGRES_DSN unset: set it to prove commit acceptance on PostgreSQL")
 	}
-	r := testenv.StartRegroupdWith(t, mode, "-accept-commits")
+	r := testenv.StartRegroupdWith(t, mode, append([]string{"-accept-commits"}, flags...)...)
 	a := &acceptance{World: world.NewOn(t, mode, r, d), t: t, keys: map[*world.Member]ed25519.PrivateKey{}}
 	var err error
 	if mode == "postgres" {
@@ -62,11 +68,12 @@ func newAcceptanceFor(t *testing.T, mode string, d time.Duration) *acceptance {
 }
 
 // member makes a member and keeps its installation key, the MLS
-// signature key forged commits are signed with.
+// signature key forged commits are signed with; cfg.RecoveryKey makes it
+// an installation of that recovery key's inbox.
 func (a *acceptance) member(name string, cfg world.Config) *world.Member {
 	var key ed25519.PrivateKey
 	cfg.Installation = func(ctx context.Context, store ports.Store, clk ports.Clock) (identity.Installation, error) {
-		in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{})
+		in, err := regroup.ProvideInstallation(ctx, store, clk, regroup.IdentityConfig{RecoveryKey: cfg.RecoveryKey})
 		key = in.InstallationKey
 		return in, err
 	}
@@ -113,7 +120,8 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 	if err != nil {
 		a.t.Fatalf("service state: %v", err)
 	}
-	var viewer ports.PublicStateViewer = mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1})
+	pg := mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1})
+	var viewer ports.PublicStateViewer = pg
 	v, err := viewer.View(a.Ctx, st.State)
 	if err != nil {
 		a.t.Fatalf("service state does not load: %v", err)
@@ -122,7 +130,8 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 		a.t.Fatalf("service state of epoch %d stored as epoch %d", v.Epoch, st.Epoch)
 	}
 	for _, m := range ms {
-		msg, err := framing.Decode(groupInfo(a.t, m, id))
+		gi := groupInfo(a.t, m, id)
+		msg, err := framing.Decode(gi)
 		if err != nil {
 			a.t.Fatal(err)
 		}
@@ -130,6 +139,13 @@ func (a *acceptance) follows(id []byte, ms ...*world.Member) {
 		if v.Epoch != gc.Epoch || !bytes.Equal(v.GroupID, gc.GroupID) || !bytes.Equal(v.TreeHash, gc.TreeHash) ||
 			len(v.Extensions) != len(gc.Extensions) {
 			a.t.Fatalf("service at epoch %d, %s at %d: group contexts differ", v.Epoch, m.Name, gc.Epoch)
+		}
+		// The whole group context (the confirmed transcript hash and the
+		// extensions' bytes among it) and the ratchet tree: the
+		// validator's own comparison of a member's GroupInfo with the
+		// state.
+		if err := pg.CheckGroupInfo(a.Ctx, st.State, gi); err != nil {
+			a.t.Fatalf("service at epoch %d, %s's GroupInfo of epoch %d: %v", v.Epoch, m.Name, gc.Epoch, err)
 		}
 	}
 }

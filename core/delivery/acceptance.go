@@ -30,7 +30,8 @@ import (
 //     ([PublicGroups.CheckGroupInfo]). The newest accepted one is the only
 //     one kept on its topic.
 //
-// Private messages, proposals and application messages pass as before;
+// Private messages, proposals and application messages pass as before
+// (but a viewer's application messages, viewer.go);
 // so do the commits of a group that has not registered (COMP-373).
 // The state advance and the envelopes commit in one transaction of a
 // [ports.PublicStateStore]; a concurrent commit that advanced the state
@@ -53,7 +54,7 @@ var PublicRefusalReasons = []string{
 	refusedPublic + ports.RefusedMalformed, refusedPublic + ports.RefusedEpoch, refusedPublic + ports.RefusedGroup,
 	refusedPublic + ports.RefusedSignature, refusedPublic + ports.RefusedSender, refusedPublic + ports.RefusedProposal,
 	refusedPublic + ports.RefusedLeafNode, refusedPublic + ports.RefusedParentHash, refusedPublic + ports.RefusedTreeHash,
-	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion,
+	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion, RefusedViewerMessage,
 }
 
 // maxStateRetries bounds how often a batch is validated again after a

@@ -200,6 +200,8 @@ func New(store ports.EnvelopeStore, opts *Options) *Service {
 		var ok bool
 		if s.states, ok = store.(ports.PublicStateStore); !ok {
 			s.acceptErr = fmt.Errorf("%w: commit acceptance is on but the envelope store %T keeps no public states", ports.ErrUnavailable, store)
+		} else {
+			s.states = newCachingStates(s.states) // COMP-404
 		}
 		if s.viewer, ok = o.PublicGroups.(ports.PublicStateViewer); !ok {
 			s.acceptErr = fmt.Errorf("%w: commit acceptance is on but the validator %T cannot view a stored state", ports.ErrUnavailable, o.PublicGroups)
@@ -282,7 +284,10 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 			return nil, nil, s.acceptErr
 		}
 		var err error
-		if advances, err = s.accept(ctx, envs, rows); err != nil {
+		if advances, err = s.acceptChecked(ctx, envs, rows); err != nil {
+			return nil, nil, err
+		}
+		if err = s.admitViewerMessages(ctx, caller, envs); err != nil { // COMP-403
 			return nil, nil, err
 		}
 	}
@@ -306,7 +311,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		}
 		// A concurrent commit advanced a group first: check the batch
 		// again against the state it left.
-		if advances, err = s.accept(ctx, envs, rows); err != nil {
+		if advances, err = s.acceptChecked(ctx, envs, rows); err != nil {
 			return nil, nil, err
 		}
 	}
