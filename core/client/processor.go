@@ -382,6 +382,7 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		return err
 	}
 	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
+	var resynced []byte
 	pc := policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
 		Proposals: p.Proposals, SequenceID: e.seq}
 	switch {
@@ -390,7 +391,13 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		// Only a resync or a recovery join (COMP-396, COMP-400); the
 		// association check stands in for checkAdded, which reads the
 		// GROUP_MEMBERSHIP an external commit cannot change.
-		_, err = policy.External(pc, c.associatedIn(ctx, tx))
+		var kind policy.ExternalKind
+		if kind, err = policy.External(pc, c.associatedIn(ctx, tx)); err == nil && kind == policy.Resync {
+			// FORK-089: a resync removes the joiner's installation and adds
+			// it back in one commit, so it starts a new publisher tenure
+			// (COMP-401).
+			resynced = p.Sender.SignatureKey
+		}
 	default:
 		if err = policy.Check(pc, ch); err == nil {
 			err = c.checkAdded(ctx, tx, *p.Staged, ch)
@@ -439,19 +446,23 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err != nil {
 		return err
 	}
-	return c.merged(ctx, tx, g, e, before, after, p.Sender, ch, out)
+	return c.merged(ctx, tx, g, e, before, after, p.Sender, ch, resynced, out)
 }
 
 // merged records a merged commit: the commit-log entry, the group-update
 // record that is the commit's retained role evidence, the group's new
 // minimum protocol version, and the events.
-func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before, after ports.GroupView, sender ports.Member, ch policy.Change, out *outcome) error {
+func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, before, after ports.GroupView, sender ports.Member, ch policy.Change, resynced []byte, out *outcome) error {
 	var readded [][]byte
 	for _, m := range ch.Readded {
 		readded = append(readded, m.SignatureKey)
 	}
+	tenures := readded
+	if resynced != nil {
+		tenures = append(slices.Clip(readded), resynced)
+	}
 	rec, err := c.log.RecordMerge(ctx, tx, commitlog.Merge{GroupID: g.ID, CommitSequenceID: e.seq, Before: before, After: after,
-		Readded: readded, ChangeClass: ch.Class(), AddedSuperAdmins: ch.AddedSuperAdmins, RoleEvidence: true})
+		Readded: tenures, ChangeClass: ch.Class(), AddedSuperAdmins: ch.AddedSuperAdmins, RoleEvidence: true})
 	if err != nil {
 		return err
 	}
