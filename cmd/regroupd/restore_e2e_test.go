@@ -208,7 +208,20 @@ func restoreScenario(t *testing.T, mode string, restoreMode bool) (alice, bob *w
 	world.SyncAll(alice, bob)
 	send(alice, "six")
 	world.SyncAll(alice, bob)
+	world.Agree(t, group, alice, bob)
 	for _, m := range []*world.Member{alice, bob} {
+		if st := m.ForkState(group); st != ports.ForkNotForked {
+			t.Errorf("%s: fork state %v after the restore, want not forked", m.Name, st)
+		}
+		m.Tx(func(tx ports.Tx) error {
+			entries, err := tx.LocalCommitLog().List(w.Ctx, group, 0, 0)
+			for _, e := range entries {
+				if e.CommitResult != ports.CommitResultApplied {
+					t.Errorf("%s: commit-log entry %+v after the restore; every commit was merged", m.Name, e)
+				}
+			}
+			return err
+		})
 		var got []string
 		for _, msg := range heldMessages(t, m, group) {
 			got = append(got, string(msg.Content))

@@ -158,7 +158,12 @@ func (c *Client) movedGroups(ctx context.Context, v syncView) map[string]bool {
 	// logged, not returned: the sync itself still does all it should.
 	c.logErr("sync", err)
 	for i, g := range gs {
-		if !ok || err != nil || ids[i] > g.Cursor {
+		if ok && err == nil && ids[i] < g.Cursor {
+			// The service holds less than this client read: it reissues
+			// ids (COMP-466).
+			c.logErr("sync", c.rewindGroup(ctx, g.ID, fmt.Sprintf("highest id %d below the cursor", ids[i])))
+		}
+		if !ok || err != nil || ids[i] != g.Cursor {
 			moved[string(g.ID)] = true
 		}
 	}
