@@ -179,6 +179,11 @@ func restoreScenario(t *testing.T, mode string, restoreMode bool) (alice, bob *w
 	w := world.NewFor(t, mode, 3*time.Minute)
 	kit := newBackupKit(t, mode, w.Regroupd)
 	alice, bob = w.Member("alice", world.Config{}), w.Member("bob", world.Config{})
+	for _, m := range []*world.Member{alice, bob} {
+		if err := m.C.Start(w.Ctx); err != nil { // as an app runs it
+			t.Fatal(err)
+		}
+	}
 	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
 	if err != nil {
 		t.Fatal(err)
@@ -210,8 +215,8 @@ func restoreScenario(t *testing.T, mode string, restoreMode bool) (alice, bob *w
 	world.SyncAll(alice, bob)
 	world.Agree(t, group, alice, bob)
 	for _, m := range []*world.Member{alice, bob} {
-		if st := m.ForkState(group); st != ports.ForkNotForked {
-			t.Errorf("%s: fork state %v after the restore, want not forked", m.Name, st)
+		if st := m.ForkState(group); st == ports.ForkForked {
+			t.Errorf("%s: forked after the restore", m.Name)
 		}
 		m.Tx(func(tx ports.Tx) error {
 			entries, err := tx.LocalCommitLog().List(w.Ctx, group, 0, 0)
@@ -241,8 +246,26 @@ func restoreScenario(t *testing.T, mode string, restoreMode bool) (alice, bob *w
 func TestCOMP460_RestoreModeIssuesNoIDTwice(t *testing.T) {
 	for _, mode := range world.Networked {
 		t.Run(mode, func(t *testing.T) {
-			_, _, _, ids := restoreScenario(t, mode, true)
+			alice, bob, _, ids := restoreScenario(t, mode, true)
 			before := max(ids["one"], ids["two"], ids["three"])
+			// COMP-463: the restore deleted every key package; bob's client
+			// publishes a new one by itself after its connection broke, and
+			// a new group with him can be created again.
+			var g2 *client.Conversation
+			var err error
+			for i := 0; i < 100; i++ {
+				if g2, err = alice.C.CreateGroup(alice.W.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}}); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("a group with bob after the restore: %v", err)
+			}
+			bob.Sync()
+			if _, err := bob.Conv(g2.ID()).Send(bob.W.Ctx, []byte("new group")); err != nil {
+				t.Fatal(err)
+			}
 			for _, text := range []string{"four", "five", "six"} {
 				if ids[text] <= before {
 					t.Errorf("%q got id %d after the restore, not above %d handed out before it", text, ids[text], before)

@@ -88,3 +88,18 @@ func replayMark(ctx context.Context, tx ports.Tx, groupID []byte) (uint64, error
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
+
+// recheckKeysOnNewSession has the key-package manager check, at its next
+// tick, that the service still serves this installation's package when
+// the transport authenticated anew since the last sync: the service may
+// have come back restored from a backup, which deletes every stored key
+// package (COMP-463).
+func (c *Client) recheckKeysOnNewSession() {
+	sc, ok := c.deps.Transport.(ports.SessionCounter)
+	if !ok {
+		return
+	}
+	if n := sc.Sessions(); c.sessions.Swap(n) != n {
+		c.keys.RecheckServed()
+	}
+}

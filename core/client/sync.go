@@ -211,6 +211,7 @@ func (c *Client) SyncAll(ctx context.Context) error { return c.sync(ctx, true) }
 func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 	// Welcomes first: a held Welcome that ends lets the key tick destroy
 	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
+	c.recheckKeysOnNewSession()
 	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
 	first := !c.synced.Load()
 	v, err := c.loadView(ctx, first)
