@@ -62,7 +62,7 @@ type Client struct {
 	// sessions is the transport's session count at the last sync
 	// (reissue.go).
 	sessions atomic.Uint64
-	junk  junkByGroup
+	junk     junkByGroup
 	// fetched are the identity states a pass fetched for checkAdded.
 	fetched fetchedIdentities
 
