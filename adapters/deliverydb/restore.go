@@ -173,14 +173,18 @@ func (s *Store) counter(tx *gorm.DB) (uint64, error) {
 
 // setCounter makes last the last id handed out, so the next is last+1.
 func (s *Store) setCounter(tx *gorm.DB, last uint64) error {
-	var err error
+	// Both statements return the value set, which is read back: the
+	// counter must have moved before the restore is recorded.
+	q := `UPDATE delivery_sequence SET last_id = ? WHERE id = 1 RETURNING last_id`
 	if s.dialect == "postgres" {
-		err = tx.Exec(`SELECT setval('delivery_sequence_ids', ?, true)`, int64(last)).Error
-	} else {
-		err = tx.Exec(`UPDATE delivery_sequence SET last_id = ? WHERE id = 1`, int64(last)).Error
+		q = `SELECT setval('delivery_sequence_ids', ?, true)`
 	}
-	if err != nil {
+	var got int64
+	if err := tx.Raw(q, int64(last)).Row().Scan(&got); err != nil {
 		return fmt.Errorf("move the counter: %w", err)
+	}
+	if got != int64(last) {
+		return fmt.Errorf("move the counter: set %d, reads %d", last, got)
 	}
 	return nil
 }
