@@ -54,17 +54,23 @@ type Message struct {
 // Messages stores the messages of every conversation.
 type Messages interface {
 	// Insert stores m and returns it with its assigned ID. A message with the
-	// same group id and a non-zero SequenceID as a stored one is not stored
-	// twice: Insert returns the stored one and inserted = false.
+	// same group id and non-zero SequenceID as a stored one, and the same
+	// kind, sender inbox and installation, epoch and content, is not stored
+	// twice: Insert returns the stored one and inserted = false. A
+	// different message at a stored one's sequence id is stored beside it:
+	// a delivery service restored from a backup hands out ids again
+	// (COMP-466).
 	Insert(ctx context.Context, m Message) (stored Message, inserted bool, err error)
 	// ByPayloadHash returns the group's own message with that payload hash,
 	// or an error wrapping [ErrNotFound].
 	ByPayloadHash(ctx context.Context, groupID, hash []byte) (Message, error)
 	// SetSequenceID records the sequence id the delivery service assigned
-	// to the message with that ID, and its timestamp.
+	// to the message with that ID, and its timestamp, also when another
+	// message of the group holds that id (COMP-466).
 	SetSequenceID(ctx context.Context, id, seq uint64, sentAt time.Time) error
 	// List returns up to limit messages of the group in topic order: those
-	// with a sequence id greater than afterSeq ascending, then the sent
+	// with a sequence id greater than afterSeq ascending (messages sharing
+	// one in the order they were stored), then the sent
 	// messages not yet confirmed (sequence id 0) in the order they were
 	// stored; limit <= 0 means no limit.
 	List(ctx context.Context, groupID []byte, afterSeq uint64, limit int) ([]Message, error)

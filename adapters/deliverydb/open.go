@@ -228,6 +228,13 @@ var migrations = []migration{{
 	version:  5,
 	sqlite:   []string{publicStatesTable("BLOB", "INTEGER")},
 	postgres: []string{publicStatesTable("BYTEA", "BIGINT")},
+}, {
+	// Version 7: the record of restores from a backup and the groups a
+	// restore put in catch-up (restore.go). Existing databases get empty
+	// tables: nothing was restored with this build yet.
+	version:  7,
+	sqlite:   restoreTables("BLOB", "INTEGER"),
+	postgres: restoreTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

@@ -1,8 +1,8 @@
 package gormstore
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -10,11 +10,12 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// messageRow is one stored message. ID is the store-wide insertion order;
-// a received or confirmed message is unique per (group, sequence id),
-// which the partial index messages_topic_position keeps (sequence id 0
-// marks a sent message whose publish is unconfirmed, of which a group may
-// hold many).
+// messageRow is one stored message. ID is the store-wide insertion order.
+// The index messages_topic_position finds a group's messages by sequence
+// id; since step 4 it is not unique: a delivery service restored from a
+// backup without restore mode hands out ids again, so two messages of a
+// group may share one (COMP-466). Sequence id 0 marks a sent message
+// whose publish is unconfirmed.
 type messageRow struct {
 	ID                 uint64 `gorm:"primaryKey;autoIncrement"`
 	GroupID            []byte `gorm:"not null;index:messages_group_order,priority:1"`
@@ -62,13 +63,15 @@ func (m messages) Insert(ctx context.Context, msg ports.Message) (ports.Message,
 		return ports.Message{}, false, err
 	}
 	if msg.SequenceID > 0 {
-		var row messageRow
-		err := m.t.q(ctx).Where("group_id = ? AND sequence_id = ?", msg.GroupID, msg.SequenceID).Take(&row).Error
-		if err == nil {
-			return msgFromRow(row), false, nil
-		}
-		if !errors.Is(err, gorm.ErrRecordNotFound) {
+		var rows []messageRow
+		err := m.t.q(ctx).Where("group_id = ? AND sequence_id = ?", msg.GroupID, msg.SequenceID).Order("id").Find(&rows).Error
+		if err != nil {
 			return ports.Message{}, false, fail(ctx, op, err)
+		}
+		for _, row := range rows {
+			if sameMessage(row, msg) {
+				return msgFromRow(row), false, nil
+			}
 		}
 	}
 	row := msgToRow(msg)
@@ -77,6 +80,23 @@ func (m messages) Insert(ctx context.Context, msg ports.Message) (ports.Message,
 		return ports.Message{}, false, fail(ctx, op, err)
 	}
 	return msgFromRow(row), true, nil
+}
+
+// sameMessage reports whether the stored row is msg stored before: the
+// same kind, sender, epoch and content (COMP-466).
+func sameMessage(row messageRow, msg ports.Message) bool {
+	return row.Kind == int32(msg.Kind) && row.SenderInbox == msg.SenderInbox &&
+		bytes.Equal(row.SenderInstallation, msg.SenderInstallation) && row.Epoch == msg.Epoch &&
+		bytes.Equal(row.Content, msg.Content)
+}
+
+// reissuedPositions is step 4: the index on (group, sequence id) stops
+// being unique (COMP-466). The rows stay as they are.
+func reissuedPositions(tx *gorm.DB) error {
+	if err := tx.Exec(`DROP INDEX messages_topic_position`).Error; err != nil {
+		return err
+	}
+	return tx.Exec(`CREATE INDEX messages_topic_position ON messages (group_id, sequence_id) WHERE sequence_id > 0`).Error
 }
 
 func (m messages) ByPayloadHash(ctx context.Context, groupID, hash []byte) (ports.Message, error) {

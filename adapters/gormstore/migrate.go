@@ -35,6 +35,7 @@ var migrations = []migration{
 		// computes each conversation's comparison from its entries once.
 		return tx.Exec("CREATE INDEX remote_commit_log_by_commit ON remote_commit_log (group_id, commit_sequence_id, envelope_sequence_id)").Error
 	}},
+	{4, "messages: a sequence id held by more than one message", reissuedPositions},
 }
 
 // SchemaVersion is the schema version this build migrates databases to.

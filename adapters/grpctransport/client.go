@@ -52,6 +52,8 @@ type Client struct {
 	eps  []*endpoint
 	next atomic.Uint64
 	opts ClientOptions
+	// sessions counts successful authentications ([ports.SessionCounter]).
+	sessions atomic.Uint64
 }
 
 // endpoint is one regroupd address and the connection to it. Each
@@ -183,8 +185,17 @@ func (c *Client) authenticate(ctx context.Context, ep *endpoint) error {
 	_, err = ep.api.Authenticate(ctx, &deliverypb.AuthenticateRequest{
 		InstallationKey: c.opts.InstallationKey.Public().(ed25519.PublicKey), Signature: sig,
 	})
+	if err == nil {
+		c.sessions.Add(1)
+	}
 	return err
 }
+
+var _ ports.SessionCounter = (*Client)(nil)
+
+// Sessions implements [ports.SessionCounter]: how many times a connection
+// of this client authenticated.
+func (c *Client) Sessions() uint64 { return c.sessions.Load() }
 
 // call runs fn on one endpoint; when it fails Unauthenticated and the
 // client has a key (the connection is new, or was never authenticated),

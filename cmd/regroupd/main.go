@@ -15,6 +15,9 @@
 // default from an environment variable; boolean flags stand alone
 // (-postgres-notify) or take =true/=false.
 //
+// After putting back a backup of the database, run `regroupd restore`
+// once (with the same -database) before starting regroupd again.
+//
 // Run regroupd -h for every flag and its environment variable;
 // docs/operations.md is the operator's guide.
 package main
@@ -32,6 +35,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "restore" {
+		os.Exit(restoreCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg, err := parseConfig(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

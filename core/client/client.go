@@ -59,7 +59,10 @@ type Client struct {
 	// tails and junk are the group topics' read positions past their
 	// stored cursors and the refusals there (COMP-240).
 	tails readpos.Tracker
-	junk  junkByGroup
+	// sessions is the transport's session count at the last sync
+	// (reissue.go).
+	sessions atomic.Uint64
+	junk     junkByGroup
 	// fetched are the identity states a pass fetched for checkAdded.
 	fetched fetchedIdentities
 

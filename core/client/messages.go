@@ -131,8 +131,21 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	}
 	var confirmed bool
 	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
-		confirmed, err = confirmSent(ctx, tx, stored, seqs[0], c.deps.Clock.Now())
-		return err
+		if confirmed, err = confirmSent(ctx, tx, stored, seqs[0], c.deps.Clock.Now()); err != nil {
+			return err
+		}
+		// An id at or below what this client read, which no read of this
+		// message got to first: the service reissues ids (COMP-466). A
+		// read that got past the id read the message there (COMP-041)
+		// and confirmed it, so confirmed is false then.
+		if !confirmed {
+			return nil
+		}
+		if g, err := tx.Groups().Get(ctx, cv.id); err != nil || seqs[0] > g.Cursor {
+			return err
+		} else {
+			return c.rewind(ctx, tx, g, fmt.Sprintf("own message given id %d, not above the cursor %d", seqs[0], g.Cursor))
+		}
 	})
 	if err != nil {
 		return 0, err

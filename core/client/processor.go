@@ -324,6 +324,11 @@ func messageFailure(err error) bool {
 // message that cannot be read is logged, except below the join anchor,
 // where the client holds no secrets (JOIN-066).
 func (c *Client) failed(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, h header, before ports.GroupView, perr error, out *outcome) error {
+	// Read again after the service reissued ids: evaluated before
+	// (COMP-466).
+	if mark, err := replayMark(ctx, tx, g.ID); err != nil || e.seq <= mark {
+		return err
+	}
 	if !h.commit() {
 		// JOIN-066: only a message after the join anchor is reported as
 		// missed; the member holds no secrets for those before.

@@ -158,7 +158,12 @@ func (c *Client) movedGroups(ctx context.Context, v syncView) map[string]bool {
 	// logged, not returned: the sync itself still does all it should.
 	c.logErr("sync", err)
 	for i, g := range gs {
-		if !ok || err != nil || ids[i] > g.Cursor {
+		if ok && err == nil && ids[i] < g.Cursor {
+			// The service holds less than this client read: it reissues
+			// ids (COMP-466).
+			c.logErr("sync", c.rewindGroup(ctx, g.ID, fmt.Sprintf("highest id %d below the cursor", ids[i])))
+		}
+		if !ok || err != nil || ids[i] != g.Cursor {
 			moved[string(g.ID)] = true
 		}
 	}
@@ -206,6 +211,7 @@ func (c *Client) SyncAll(ctx context.Context) error { return c.sync(ctx, true) }
 func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 	// Welcomes first: a held Welcome that ends lets the key tick destroy
 	// the keys it kept (JOIN-018, JOIN-074) in the same sync.
+	c.recheckKeysOnNewSession()
 	errs := []error{c.processWelcomes(ctx), c.retryWelcomes(ctx), c.keys.Tick(ctx), c.resendOutbox(ctx), c.resendWelcomes(ctx)}
 	first := !c.synced.Load()
 	v, err := c.loadView(ctx, first)

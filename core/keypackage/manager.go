@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/regroup-mls/regroup/core/identity"
@@ -59,6 +60,10 @@ type ManagerOptions struct {
 // transaction; run one manager per installation.
 type Manager struct {
 	o ManagerOptions
+	// checkedAt is when the manager last read what its topic serves
+	// (served.go).
+	checkMu   sync.Mutex
+	checkedAt time.Time
 }
 
 // NewManager returns a manager, or an error naming a missing option.
@@ -296,7 +301,8 @@ func (m *Manager) WelcomeAccepted(ctx context.Context, ref []byte) error {
 
 // Tick does the manager's periodic work: it republishes a package whose
 // publish outcome is unknown, publishes a first package, rotates before
-// not_after or after a Welcome to the current package was accepted, runs
+// not_after, after a Welcome to the current package was accepted, or when
+// the delivery service no longer serves it (COMP-463), runs
 // the settlement read for packages whose publish response was lost, and
 // destroys what is due. A failing publish does not stop destruction; the
 // errors are joined.
@@ -310,6 +316,10 @@ func (m *Manager) Tick(ctx context.Context) error {
 	if p, ok := s.pending(); ok {
 		_, err = m.publish(ctx, p)
 	} else if s.current < 0 || s.rotate || !now.Before(s.recs[s.current].NotAfter.Add(-m.o.RotateBefore)) {
+		_, err = m.Rotate(ctx)
+	} else if gone, uerr := m.unserved(ctx, s); uerr != nil {
+		err = uerr
+	} else if gone { // COMP-463
 		_, err = m.Rotate(ctx)
 	}
 	errs = append(errs, err, m.settle(ctx))

@@ -174,6 +174,17 @@ func (r *Regroupd) Kill() {
 	r.cmd = nil
 }
 
+// Start starts the process again after [Regroupd.Kill], on the same
+// address and database (a test changes the database in between, as an
+// operator restoring a backup does).
+func (r *Regroupd) Start() {
+	r.tb.Helper()
+	if r.cmd != nil {
+		r.tb.Fatal("regroupd is running: Kill it first")
+	}
+	r.start()
+}
+
 // Restart kills the process and starts it again on the same address and
 // database.
 func (r *Regroupd) Restart() {

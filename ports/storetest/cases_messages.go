@@ -11,6 +11,7 @@ import (
 
 var messageCases = []testCase{
 	{"JOIN-044/MessagesKeptInOrderOncePerPosition", testMessagesOnce},
+	{"COMP-466/ReissuedSequenceIDKeepsBothMessages", testMessagesReissued},
 	{"JOIN-044/SentMessageConfirmedByPayloadHash", testMessagesSent},
 }
 
@@ -55,9 +56,9 @@ func testMessagesOnce(t *testing.T, h Harness) {
 	})
 	must(t, s, func(ctx context.Context, tx ports.Tx) error {
 		ms := messagesOf(t, h, tx)
-		st, ins, err := ms.Insert(ctx, ports.Message{GroupID: g1, SequenceID: 7, Kind: ports.MessageApplication, Content: []byte("again")})
+		st, ins, err := ms.Insert(ctx, ports.Message{GroupID: g1, SequenceID: 7, Kind: ports.MessageApplication, SenderInbox: "a", Content: []byte("one"), SentAt: at(2)})
 		if err != nil || ins || st.ID != ids[0] || string(st.Content) != "one" {
-			t.Errorf("second insert at the same position = %+v, %v, %v; want the stored one, not inserted", st, ins, err)
+			t.Errorf("second insert of the same message at the same position = %+v, %v, %v; want the stored one, not inserted", st, ins, err)
 		}
 		got, err := ms.List(ctx, g1, 0, 0)
 		if err != nil {
@@ -136,12 +137,65 @@ func testMessagesSent(t *testing.T, h Harness) {
 		if m, err := ms.ByPayloadHash(ctx, g, hash); err != nil || m.ID != id || m.SequenceID != 42 {
 			t.Errorf("ByPayloadHash after confirmation = %+v, %v; want message %d at 42", m, err, id)
 		}
+		// Another message at the confirmed position is stored beside it
+		// (COMP-466); the sent message keeps its confirmation.
 		st, ins, err := ms.Insert(ctx, ports.Message{GroupID: g, SequenceID: 42, Kind: ports.MessageApplication})
-		if err != nil || ins || st.ID != id || !st.SentAt.Equal(at(5)) {
-			t.Errorf("insert at the confirmed position = %+v, %v, %v; want the sent message", st, ins, err)
+		if err != nil || !ins || st.ID == id {
+			t.Errorf("another message at the confirmed position = %+v, %v, %v; want it stored beside", st, ins, err)
+		}
+		if m, err := ms.ByPayloadHash(ctx, g, hash); err != nil || m.SequenceID != 42 || !m.SentAt.Equal(at(5)) {
+			t.Errorf("sent message after another at its position = %+v, %v", m, err)
 		}
 		if err := ms.SetSequenceID(ctx, id+100, 43, at(6)); !errors.Is(err, ports.ErrNotFound) {
 			t.Errorf("SetSequenceID of an absent message = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+}
+
+// COMP-466: a delivery service restored from a backup without restore
+// mode hands out an id a stored message already has. A different message
+// received at that id is stored beside it, and a sent message confirmed
+// at it is confirmed; both are listed, in storage order at their shared
+// position. The same message inserted again is still not stored twice.
+func testMessagesReissued(t *testing.T, h Harness) {
+	s := open(t, h)
+	g := gid(4)
+	must(t, s, func(ctx context.Context, tx ports.Tx) error {
+		ms := messagesOf(t, h, tx)
+		old := ports.Message{GroupID: g, SequenceID: 20, Kind: ports.MessageApplication, SenderInbox: "a", SenderInstallation: []byte{1}, Epoch: 2, Content: []byte("before the restore")}
+		if _, ins, err := ms.Insert(ctx, old); err != nil || !ins {
+			t.Fatalf("insert = %v, %v", ins, err)
+		}
+		reissued := old
+		reissued.Content = []byte("after the restore")
+		st, ins, err := ms.Insert(ctx, reissued)
+		if err != nil || !ins || string(st.Content) != "after the restore" {
+			t.Fatalf("a different message at a reissued id = %+v, %v, %v; want it stored", st, ins, err)
+		}
+		if _, ins, err := ms.Insert(ctx, reissued); err != nil || ins {
+			t.Fatalf("the same message again = %v, %v; want the stored one", ins, err)
+		}
+		sent, _, err := ms.Insert(ctx, ports.Message{GroupID: g, Kind: ports.MessageApplication, Own: true, PayloadHash: []byte{4}, Content: []byte("sent")})
+		if err != nil {
+			return err
+		}
+		if err := ms.SetSequenceID(ctx, sent.ID, 20, at(3)); err != nil {
+			t.Fatalf("confirming a sent message at a reissued id: %v", err)
+		}
+		got, err := ms.List(ctx, g, 0, 0)
+		if err != nil {
+			return err
+		}
+		var texts []string
+		for _, m := range got {
+			if m.SequenceID != 20 {
+				t.Errorf("message %q at %d, want 20", m.Content, m.SequenceID)
+			}
+			texts = append(texts, string(m.Content))
+		}
+		if len(texts) != 3 || texts[0] != "before the restore" || texts[1] != "after the restore" || texts[2] != "sent" {
+			t.Errorf("List = %q; want the three messages in storage order", texts)
 		}
 		return nil
 	})

@@ -57,6 +57,15 @@ func (t *Tracker) ReadTo(key string) uint64 {
 	return t.m[key].readTo
 }
 
+// Forget drops what the passes remembered of the topic named key: its
+// durable position moved back, and the ids past it mean something else
+// now.
+func (t *Tracker) Forget(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, key)
+}
+
 // Pass is one read pass over a topic.
 type Pass struct {
 	t       *Tracker
