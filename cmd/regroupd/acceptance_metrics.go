@@ -38,7 +38,9 @@ func newAcceptMetrics() *acceptMetrics {
 func (m *metrics) Acceptance(event string) { m.accept.events.WithLabelValues(event).Inc() }
 
 // Reported implements delivery.AcceptanceObserver.
-func (m *metrics) Reported(verdict, reason string) { m.accept.reports.WithLabelValues(verdict, reason).Inc() }
+func (m *metrics) Reported(verdict, reason string) {
+	m.accept.reports.WithLabelValues(verdict, reason).Inc()
+}
 
 // Confirmation implements delivery.AcceptanceObserver.
 func (m *metrics) Confirmation(d time.Duration) { m.accept.confirmation.Observe(max(d, 0).Seconds()) }
