@@ -201,3 +201,14 @@ func TestADR0030D3_ReportsKept30Days(t *testing.T) {
 		}
 	})
 }
+
+// COMP-417: a client cannot publish an acceptance notice.
+func TestCOMP417_ClientNoticeRefused(t *testing.T) {
+	p := newTwoPhase(t, "sqlite")
+	alice, _, _, id := p.group()
+	_, err := alice.Transport.Publish(p.Ctx, []*backendpb.ClientEnvelope{{TargetTopic: p.topic(ports.TopicGroupMessages, id),
+		Payload: &backendpb.ClientEnvelope_AcceptanceNotice{AcceptanceNotice: &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED}}}})
+	if !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("a client's notice: %v", err)
+	}
+}
