@@ -322,6 +322,7 @@ var twoPhaseRules = []struct {
 	{"ADR0030D2_PendingSurvivesRestart", ruleADR0030D2_PendingSurvivesRestart},
 	{"ADR0030D4_ReplicasDecideOnce", ruleADR0030D4_ReplicasDecideOnce},
 	{"ADR0030D3_ReportsKept30Days", ruleADR0030D3_ReportsKept30Days},
+	{"ADR0030D4_NoGraceConfirmsOnFirstOK", ruleADR0030D4_NoGraceConfirmsOnFirstOK},
 	{"COMP417_ClientNoticeRefused", ruleCOMP417_ClientNoticeRefused},
 }
 

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regroup-mls/regroup/adapters/memtransport"
+	"github.com/regroup-mls/regroup/adapters/mls"
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -194,5 +197,23 @@ func ruleCOMP417_ClientNoticeRefused(t *testing.T, p *twoPhase) {
 		Payload: &backendpb.ClientEnvelope_AcceptanceNotice{AcceptanceNotice: &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED}}}})
 	if !errors.Is(err, ports.ErrInvalidArgument) {
 		t.Fatalf("a client's notice: %v", err)
+	}
+}
+
+// ADR-0030 Decision 4, COMP-414: with no grace period the first OK
+// confirms the commit within its report.
+func ruleADR0030D4_NoGraceConfirmsOnFirstOK(t *testing.T, p *twoPhase) {
+	alice, bob, _, id := p.group()
+	e0 := p.epoch(id)
+	seq := p.stage(bob, id)
+	svc := delivery.New(p.store, &delivery.Options{Clock: p.clk, Observer: p.obs,
+		PublicGroups: mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1}),
+		TwoPhase:     &delivery.TwoPhaseOptions{GracePeriod: -1, Expiry: testExpiry}})
+	w := memtransport.New(svc, &memtransport.Options{InstallationKey: alice.C.InstallationKey()})
+	if err := w.Report(p.Ctx, ports.Report{GroupID: id, CommitSeq: seq, Verdict: ports.VerdictOK}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.pending(id); ok || p.epoch(id) != e0+1 {
+		t.Fatal("the first OK did not confirm the commit without a grace period")
 	}
 }
