@@ -229,6 +229,14 @@ var migrations = []migration{{
 	sqlite:   []string{publicStatesTable("BLOB", "INTEGER")},
 	postgres: []string{publicStatesTable("BYTEA", "BIGINT")},
 }, {
+	// Version 6: commit acceptance in two phases (see acceptance.go): the
+	// pending mark of stored envelopes, the commits that took two phases,
+	// the reports on them and the groups' quarantines. Existing rows are
+	// not pending; existing databases get empty tables.
+	version:  6,
+	sqlite:   acceptanceTables("BLOB", "INTEGER"),
+	postgres: acceptanceTables("BYTEA", "BIGINT"),
+}, {
 	// Version 7: the record of restores from a backup and the groups a
 	// restore put in catch-up (restore.go). Existing databases get empty
 	// tables: nothing was restored with this build yet.

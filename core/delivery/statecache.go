@@ -105,6 +105,11 @@ func (c *cachingStates) after(a ports.PublicStateAdvance, envs []ports.NewStored
 	c.mu.Unlock()
 	var st ports.StoredPublicState
 	switch {
+	case a.Pending != nil: // two phases: the current state stays, the new one waits in the pending slot
+		if prev == nil || a.GroupInfo >= 0 {
+			return st, false
+		}
+		return *prev, true
 	case a.State == nil: // a GroupInfo of the current epoch only
 		if prev == nil {
 			return st, false
