@@ -6,9 +6,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,10 +42,15 @@ import (
 //     default intervals;
 //   - heap-per-group-B: the heap bob's started client (and its
 //     subscriptions in the in-process service) holds, per group;
-//   - store-MB and rss-MB: bob's SQLite store, and the process's RSS.
+//   - store-MB and rss-MB: bob's SQLite store, and the process's RSS;
+//   - setup-s: the set-up, from the first group created to every member
+//     synced with every conversation accepted.
 //
-// N is 100 and 1,000; REGROUP_BENCH_GROUPS (say "10000") replaces the
-// list. Each size runs once, whatever b.N.
+// Alice creates the groups in batches of 500 from four goroutines and bob
+// joins each batch in one sync. N is 100 and 1,000; REGROUP_BENCH_GROUPS
+// (say "10000") replaces the list. Each size runs once, whatever b.N.
+// REGROUP_BENCH_PROFILE names a directory that receives a CPU profile of
+// the changed syncs and of each idle window.
 func BenchmarkManyGroups(b *testing.B) {
 	sizes := []int{100, 1000}
 	if s := os.Getenv("REGROUP_BENCH_GROUPS"); s != "" {
@@ -68,7 +76,13 @@ func BenchmarkManyGroups(b *testing.B) {
 	}
 }
 
-const changedGroups = 100
+const (
+	changedGroups = 100
+	// createBatch groups are created between two syncs of bob, by
+	// createWorkers goroutines.
+	createBatch   = 500
+	createWorkers = 4
+)
 
 func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	w := world.NewFor(b, "embedded", 3*time.Hour)
@@ -90,24 +104,48 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	}})
 	var shared [][]byte
 	var joining time.Duration
-	for i := 0; i < n; i++ {
-		members := []string{bob.C.InboxID()}
-		if i < changedGroups {
-			members = append(members, carol.C.InboxID())
+	setup := time.Now()
+	// The groups are created in batches by a few goroutines of alice's
+	// client (its transactions still run one at a time; the others
+	// prepare MLS work meanwhile), and bob joins each batch in one sync.
+	ids := make([][]byte, n)
+	for lo := 0; lo < n; lo += createBatch {
+		hi := min(lo+createBatch, n)
+		var wg sync.WaitGroup
+		errs := make(chan error, createWorkers)
+		next := make(chan int)
+		for range createWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					members := []string{bob.C.InboxID()}
+					if i < changedGroups {
+						members = append(members, carol.C.InboxID())
+					}
+					g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: fmt.Sprint("g", i), Members: members})
+					if err != nil {
+						errs <- fmt.Errorf("group %d: %w", i, err)
+						return
+					}
+					ids[i] = g.ID()
+				}
+			}()
 		}
-		g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: fmt.Sprint("g", i), Members: members})
-		if err != nil {
-			b.Fatalf("group %d: %v", i, err)
+		for i := lo; i < hi; i++ {
+			next <- i
 		}
-		if i < changedGroups {
-			shared = append(shared, g.ID())
+		close(next)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
 		}
-		if (i+1)%200 == 0 || i == n-1 {
-			start := time.Now()
-			bob.Sync()
-			joining += time.Since(start)
-		}
+		start := time.Now()
+		bob.Sync()
+		joining += time.Since(start)
 	}
+	shared = ids[:min(changedGroups, n)]
 	b.ReportMetric(float64(n)/joining.Seconds(), "welcomes/s")
 	carol.Sync()
 	// The members accept every conversation, so they read its commit log
@@ -126,6 +164,7 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	for _, m := range []*world.Member{alice, bob, carol} {
 		m.Sync()
 	}
+	b.ReportMetric(time.Since(setup).Seconds(), "setup-s")
 
 	idleSync := func(m *world.Member, c *callCounter) (time.Duration, int) {
 		m.Sync() // settles what the last one left
@@ -157,6 +196,7 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 		*wall += time.Since(start)
 		*cpu += cpuTime() - cpu0
 	}
+	stop := phaseProfile(b, "changed-sync")
 	for round := range 2 {
 		for _, id := range shared {
 			if _, err := alice.Conv(id).Send(w.Ctx, []byte("changed")); err != nil {
@@ -171,6 +211,7 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 			timed(bob, &changed, &changedCPU)
 		}
 	}
+	stop()
 	changed, refChanged = changed/2, refChanged/2
 	b.ReportMetric(float64(changedCPU)/float64(refChangedCPU), "x-ref-cpu")
 	b.ReportMetric(ms(changed), "changed-sync-ms")
@@ -189,7 +230,9 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	waitSubscribed(b, bobCalls, opened, (2*n+1+1023)/1024)
 	b.ReportMetric(ms(time.Since(start)), "startup-ms")
 	b.ReportMetric(float64(heapInUse()-heap0)/float64(n), "heap-per-group-B")
+	stop = phaseProfile(b, "idle-member")
 	b.ReportMetric(cpuPercent(idle), "idle-cpu-%")
+	stop()
 	bob.Close()
 
 	opened = aliceCalls.subscribes()
@@ -199,7 +242,9 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	}
 	waitSubscribed(b, aliceCalls, opened, 1)
 	time.Sleep(5 * time.Second) // the rest of its first sync
+	stop = phaseProfile(b, "idle-creator")
 	b.ReportMetric(cpuPercent(idle), "creator-idle-cpu-%")
+	stop()
 
 	if fi, err := os.Stat(bob.Path); err == nil {
 		size := fi.Size()
@@ -209,6 +254,26 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 		b.ReportMetric(float64(size)/(1<<20), "store-MB")
 	}
 	b.ReportMetric(rssMB(), "rss-MB")
+}
+
+// phaseProfile writes a CPU profile of one phase to
+// $REGROUP_BENCH_PROFILE/<phase>.pprof when that directory is set, and
+// returns what stops it.
+func phaseProfile(b *testing.B, phase string) func() {
+	dir := os.Getenv("REGROUP_BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, phase+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Logf("no %s profile: %v", phase, err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
