@@ -110,7 +110,9 @@ func (r *Receiver) read(ctx context.Context) error {
 	}
 	r.skip = max(r.skip, pos)
 	next := m.advance(max(cur, moveTo), newest)
-	if rescan && len(errs) == 0 {
+	if (rescan || (m.rescan.IsZero() && cur == 0)) && len(errs) == 0 {
+		// A first pass of a new installation read everything: the next
+		// re-read is one interval away.
 		next.rescan = now
 	}
 	if moveTo > cur || next != m {
