@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,8 +45,7 @@ import (
 //   - setup-s: the set-up, from the first group created to every member
 //     synced with every conversation accepted.
 //
-// Alice creates the groups in batches of 500 from four goroutines and bob
-// joins each batch in one sync. N is 100 and 1,000; REGROUP_BENCH_GROUPS
+// Bob joins each 200 groups alice creates in one sync. N is 100 and 1,000; REGROUP_BENCH_GROUPS
 // (say "10000") replaces the list. Each size runs once, whatever b.N.
 // REGROUP_BENCH_PROFILE names a directory that receives a CPU profile of
 // the changed syncs and of each idle window.
@@ -78,10 +76,8 @@ func BenchmarkManyGroups(b *testing.B) {
 
 const (
 	changedGroups = 100
-	// createBatch groups are created between two syncs of bob, by
-	// createWorkers goroutines.
-	createBatch   = 500
-	createWorkers = 4
+	// createBatch groups are created between two syncs of bob.
+	createBatch = 200
 )
 
 func benchManyGroups(b *testing.B, n int, idle time.Duration) {
@@ -105,45 +101,23 @@ func benchManyGroups(b *testing.B, n int, idle time.Duration) {
 	var shared [][]byte
 	var joining time.Duration
 	setup := time.Now()
-	// The groups are created in batches by a few goroutines of alice's
-	// client (its transactions still run one at a time; the others
-	// prepare MLS work meanwhile), and bob joins each batch in one sync.
+	// Bob joins each batch of createBatch groups in one sync.
 	ids := make([][]byte, n)
-	for lo := 0; lo < n; lo += createBatch {
-		hi := min(lo+createBatch, n)
-		var wg sync.WaitGroup
-		errs := make(chan error, createWorkers)
-		next := make(chan int)
-		for range createWorkers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					members := []string{bob.C.InboxID()}
-					if i < changedGroups {
-						members = append(members, carol.C.InboxID())
-					}
-					g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: fmt.Sprint("g", i), Members: members})
-					if err != nil {
-						errs <- fmt.Errorf("group %d: %w", i, err)
-						return
-					}
-					ids[i] = g.ID()
-				}
-			}()
+	for i := range n {
+		members := []string{bob.C.InboxID()}
+		if i < changedGroups {
+			members = append(members, carol.C.InboxID())
 		}
-		for i := lo; i < hi; i++ {
-			next <- i
+		g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Name: fmt.Sprint("g", i), Members: members})
+		if err != nil {
+			b.Fatalf("group %d: %v", i, err)
 		}
-		close(next)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
+		ids[i] = g.ID()
+		if (i+1)%createBatch == 0 || i == n-1 {
+			start := time.Now()
+			bob.Sync()
+			joining += time.Since(start)
 		}
-		start := time.Now()
-		bob.Sync()
-		joining += time.Since(start)
 	}
 	shared = ids[:min(changedGroups, n)]
 	b.ReportMetric(float64(n)/joining.Seconds(), "welcomes/s")
