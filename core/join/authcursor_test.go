@@ -7,14 +7,16 @@ import (
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/join"
+	"github.com/regroup-mls/regroup/core/metadata"
 	"github.com/regroup-mls/regroup/ports"
 )
 
 // COMP-290: the welcome cursor moves only over Welcomes whose join
 // validation authenticated a member of the group. An operator that fetched
 // the installation's key package and sealed payloads to it at extreme ids
-// (junk that opens, and a real Welcome for another key package that opens
-// but does not stage) does not move it, and a later honest Welcome, whose
+// (junk that opens, a real Welcome for another key package that opens but
+// does not stage, and a signed Welcome whose membership does not verify)
+// does not move it, and a later honest Welcome, whose
 // id is lower, still installs.
 func TestCOMP290_SealedJunkDoesNotMoveTheWelcomeCursor(t *testing.T) {
 	w := newWorld(t, "sqlite")
@@ -28,8 +30,18 @@ func TestCOMP290_SealedJunkDoesNotMoveTheWelcomeCursor(t *testing.T) {
 	stranger := w.newInst("stranger", instOptions{})
 	other := a.newGroup(groupSpec{}).add(addSpec{}, stranger)
 	f.inject(math.MaxInt64, a.inline(r, r.Wrapper, r.Wrapper, other.welcome, meta(other.anchor)))
+	// A signed Welcome that stages here but whose membership section 8
+	// refuses (the adder's identity reference is 0) did not authenticate
+	// either.
+	unverified := a.newGroup(groupSpec{}).add(addSpec{edit: func(mem memberships, d metadata.Dictionary) metadata.Dictionary {
+		mem[a.inbox()].SequenceId = 0
+		return d.Set(metadata.ComponentGroupMembership, metadata.EncodeMembership(mem))
+	}}, j)
+	u := unverified.recipients[0]
+	f.inject(math.MaxInt64-2, a.inline(u, u.Wrapper, u.Wrapper, unverified.welcome, meta(unverified.anchor)))
 	j.process()
 	j.want(math.MaxInt64-1, "rejected JOIN-026")
+	j.want(math.MaxInt64-2, "rejected JOIN-050")
 	if c := j.cursor(); c != first {
 		t.Fatalf("cursor %d after sealed junk at extreme ids, want %d (the last Welcome that authenticated)", c, first)
 	}
