@@ -200,6 +200,7 @@ func messagesOf(tx ports.Tx) ports.Messages { return tx.(ports.MessageTx).Messag
 func (c *Client) onForked(e commitlog.ForkEvent) {
 	c.events.emit(ForkStateEvent{GroupID: e.GroupID, State: ports.ForkForked, SharedCommit: e.CommitSequenceID,
 		Local: e.Local, Remote: e.Remote, RemoteAuthor: e.RemoteAuthor})
+	c.recovery.forkedNow(e.GroupID)
 	c.recoveryDue() // a readd request may be due (FORK-050)
 }
 

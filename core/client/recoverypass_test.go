@@ -39,7 +39,7 @@ func TestCOMP284_RecoveryPassOnlyWhenItMayHaveWork(t *testing.T) {
 		set func()
 	}{
 		{"recovery was asked for", func() { c.recovery.ask() }},
-		{"the last view held a forked conversation", func() { c.recovery.sawForked(true) }},
+		{"the last view held a forked conversation", func() { c.recovery.sawForked([][]byte{[]byte("group-id-0000002")}) }},
 		{"the last pass failed", func() { c.recovery.failed = true }},
 		{"six intervals passed", func() { clk.Advance(recoveryFallback * c.opts.RecoveryInterval) }},
 	} {

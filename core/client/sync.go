@@ -244,7 +244,7 @@ func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 	}
 	errs = append(errs, c.syncDueLogs(ctx, v.logs, logsMoved, 0))
 	c.synced.Store(true)
-	c.recovery.sawForked(anyForked(v.groups))
+	c.recovery.sawForked(forkedOf(v.groups))
 	errs = append(errs, c.recoveryPass(ctx))
 	return errors.Join(errs...)
 }

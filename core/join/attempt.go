@@ -43,14 +43,15 @@ type heldGroup struct {
 }
 
 // attempt runs one Welcome through the pipeline and records its outcome.
-// authed reports a Welcome that opened under one of this installation's
-// wrapper keys, whatever its outcome (COMP-250). It returns an error only
-// when the outcome itself could not be recorded, or for a local failure
-// (JOIN-085).
+// authed reports a Welcome whose join validation authenticated it: the
+// engine verified the GroupInfo signature while staging it and section 8
+// verified the signer's membership (JOIN-052), whatever its outcome after
+// that (COMP-290). It returns an error only when the outcome itself could
+// not be recorded, or for a local failure (JOIN-085).
 func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed bool, err error) {
-	r.authed = false
 	r.hosted.reset()
 	c, err := r.evaluate(ctx, h)
+	authed = c != nil && c.verified
 	if err == nil {
 		if c.ct == ports.ConversationOneshot {
 			err = r.oneshot(ctx, c)
@@ -58,7 +59,7 @@ func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed boo
 			err = r.install(ctx, c)
 		}
 		if err == nil {
-			return r.authed, nil
+			return authed, nil
 		}
 	}
 	var gid []byte
@@ -72,12 +73,12 @@ func (r *Receiver) attempt(ctx context.Context, h ports.HeldWelcome) (authed boo
 	}
 	switch {
 	case errors.As(err, &rej):
-		return r.authed, r.rejectHeld(ctx, h, gid, rej)
+		return authed, r.rejectHeld(ctx, h, gid, rej)
 	case errors.As(err, &hd):
 	default:
 		hd = &Hold{Kind: HoldRetry, Rule: "JOIN-085", Err: err}
 	}
-	return r.authed, r.keepHeld(ctx, h, gid, senderClass(c, hd), hd)
+	return authed, r.keepHeld(ctx, h, gid, senderClass(c, hd), hd)
 }
 
 // evaluate runs the checks of sections 4 to 9 in order and returns the

@@ -10,9 +10,11 @@
 // survives a restart and keeps key material alive until it is completed
 // or rejected (JOIN-018), and is attempted as it is read; the held queue
 // is bounded per sender class and in all (COMP-253). The durable read
-// position moves only over Welcomes that opened under this installation's
-// keys, so junk at extreme sequence ids cannot hide later Welcomes
-// (COMP-250). Each attempt runs the pipeline in the order the
+// position moves only over Welcomes whose GroupInfo signature a verified
+// member made, so junk at extreme sequence ids, even sealed to a fetched
+// key package, cannot hide later Welcomes (COMP-250, COMP-290); a daily
+// re-read from a low-water mark bounds what a Welcome from an inbox the
+// operator controls can hide (COMP-291). Each attempt runs the pipeline in the order the
 // specification gives: unwrap (JOIN-076, JOIN-026, JOIN-027), pointers
 // (JOIN-032, JOIN-056, JOIN-033, JOIN-094, JOIN-035, JOIN-064), the
 // anchor (JOIN-036, JOIN-037, JOIN-038), the conversation identity

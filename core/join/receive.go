@@ -130,6 +130,9 @@ type ReceiverOptions struct {
 	// MaxRejected bounds the rejection records kept for listing; the
 	// oldest are dropped. Default [DefaultMaxRejected].
 	MaxRejected int
+	// RescanInterval is how often a pass re-reads the welcome topic from
+	// its low-water mark (COMP-291). Default [DefaultRescanInterval].
+	RescanInterval time.Duration
 }
 
 // Receiver processes this installation's welcome topic. Its methods are
@@ -144,9 +147,6 @@ type Receiver struct {
 	skip uint64
 	// ids runs the identity lookups of section 8 (COMP-255).
 	ids lookups
-	// authed reports that the current attempt opened a wrapper under one
-	// of this installation's keys. Guarded by sem.
-	authed bool
 	// hosted records the plaintexts plugins returned in the current
 	// attempt (COMP-272). Guarded by sem.
 	hosted hostedPlain
@@ -180,6 +180,9 @@ func NewReceiver(o ReceiverOptions) (*Receiver, error) {
 	if o.MaxRejected <= 0 {
 		o.MaxRejected = DefaultMaxRejected
 	}
+	if o.RescanInterval <= 0 {
+		o.RescanInterval = DefaultRescanInterval
+	}
 	return &Receiver{o: o, welcomes: w, sem: make(chan struct{}, 1)}, nil
 }
 
@@ -193,8 +196,8 @@ const (
 func (r *Receiver) Topic() []byte { return WelcomeTopic(r.o.Installation.PublicKey()) }
 
 // Cursor returns the durable read position on the welcome topic: the
-// sequence id of the last Welcome that opened under one of this
-// installation's keys and below which every envelope was read (COMP-250).
+// sequence id of the last Welcome that authenticated and below which every
+// envelope was read (COMP-250, COMP-290).
 func (r *Receiver) Cursor(ctx context.Context) (cur uint64, err error) {
 	err = r.o.Store.Tx(ctx, func(tx ports.Tx) error {
 		cur, err = cursor(ctx, tx)
@@ -234,7 +237,7 @@ func (r *Receiver) lock(ctx context.Context) (func(), error) {
 // welcome topic after the stored cursor: each page's new envelopes are
 // stored as held Welcomes and attempted at once, and the held bounds apply
 // to what could not be completed (COMP-253). The cursor moves only over
-// Welcomes that opened under this installation's keys (COMP-250). It
+// Welcomes that authenticated (COMP-290). It
 // returns only local failures.
 func (r *Receiver) Process(ctx context.Context) error {
 	unlock, err := r.lock(ctx)

@@ -15,28 +15,47 @@ import (
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
-// read is one pass over the welcome topic (COMP-250). Every new envelope
-// of a page is stored as a held Welcome in one transaction, so none is
-// lost, and then attempted at once; the queue bound applies after the
-// attempts, to what is still held (COMP-253).
+// read is one pass over the welcome topic (COMP-250, COMP-290, COMP-291).
+// Every new envelope of a page is stored as a held Welcome in one
+// transaction, so none is lost, and then attempted at once; the queue
+// bound applies after the attempts, to what is still held (COMP-253).
 //
 // The durable cursor moves only over what the pass read contiguously from
-// it, and only up to the highest envelope that opened under one of this
-// installation's wrapper keys: sequence ids are not authenticated, and a
-// cursor moved over junk at an extreme id would leave every later honest
-// Welcome, whose id is lower, unread. Junk is read, decided, and skipped
-// with the in-memory position r.skip, so a pass re-reads at most one page
-// of what earlier passes of this process read (the probe from the durable
-// cursor that finds new Welcomes below junk at the tail).
+// it, and only up to the highest Welcome whose join validation
+// authenticated it (a GroupInfo signature by a verified member): sequence
+// ids are not authenticated, and a cursor moved over junk at an extreme id
+// would leave every later honest Welcome, whose id is lower, unread. Junk
+// is read, decided, and skipped with the in-memory position r.skip, so a
+// pass re-reads at most one page of what earlier passes of this process
+// read (the probe from the durable cursor that finds new Welcomes below
+// junk at the tail). Once a RescanInterval, a pass reads instead from the
+// low-water mark to the end, which finds a Welcome placed below an
+// authenticated one from an inbox the operator controls.
 func (r *Receiver) read(ctx context.Context) error {
-	cur, err := r.Cursor(ctx)
-	if err != nil {
+	var cur uint64
+	var m marks
+	if err := r.o.Store.Tx(ctx, func(tx ports.Tx) (err error) {
+		if cur, err = cursor(ctx, tx); err != nil {
+			return err
+		}
+		m, err = loadMarks(ctx, tx)
+		return err
+	}); err != nil {
 		return err
 	}
 	if r.skip < cur {
 		r.skip = cur
 	}
 	pos, contiguous, moveTo := cur, true, cur
+	now := r.o.Clock.Now()
+	rescan := !now.Before(m.rescan.Add(r.o.RescanInterval)) && m.floor < cur
+	if rescan {
+		// COMP-291: once an interval, read everything from the low-water
+		// mark, so a Welcome placed below an authenticated one at a higher
+		// id is found, and do not jump over what earlier passes read.
+		pos = m.floor
+	}
+	var newest uint64 // the highest authenticated id read for the first time
 	var errs []error
 	for {
 		envs, err := r.o.Transport.Query(ctx, r.Topic(), pos, welcomePage)
@@ -68,6 +87,9 @@ func (r *Receiver) read(ctx context.Context) error {
 			if authed && contiguous && h.SequenceID > moveTo {
 				moveTo = h.SequenceID
 			}
+			if authed {
+				newest = max(newest, h.SequenceID)
+			}
 		}
 		evicted, err := r.enforceBound(ctx)
 		r.report(evicted...)
@@ -79,7 +101,7 @@ func (r *Receiver) read(ctx context.Context) error {
 			break // a page that does not move forward, or ids past what a store holds
 		}
 		pos = last
-		if len(fresh) == 0 && r.skip > pos {
+		if len(fresh) == 0 && r.skip > pos && !rescan {
 			// Nothing new in this page, and the rest up to skip was read
 			// by an earlier pass: continue after it. Welcomes found there
 			// no longer prove what lies below them was read.
@@ -87,8 +109,17 @@ func (r *Receiver) read(ctx context.Context) error {
 		}
 	}
 	r.skip = max(r.skip, pos)
-	if moveTo > cur {
+	next := m.advance(max(cur, moveTo), newest)
+	if (rescan || (m.rescan.IsZero() && cur == 0)) && len(errs) == 0 {
+		// A first pass of a new installation read everything: the next
+		// re-read is one interval away.
+		next.rescan = now
+	}
+	if moveTo > cur || next != m {
 		if err := r.o.Store.Tx(ctx, func(tx ports.Tx) error {
+			if err := saveMarks(ctx, tx, next); err != nil {
+				return err
+			}
 			if c, err := cursor(ctx, tx); err != nil || c >= moveTo {
 				return err
 			}

@@ -93,7 +93,6 @@ func (r *Receiver) unwrap(ctx context.Context, hpkePub []byte, alg ports.Wrapper
 		if len(plain) != len(sealed) {
 			return kp, nil, local(errors.New("wrapper returned a wrong number of plaintexts"))
 		}
-		r.authed = true
 		r.hosted.add(w, plain...)
 		return kp, plain, nil
 	case errors.Is(err, ports.ErrUnsupportedAlgorithm):

@@ -16,17 +16,13 @@ import (
 // Request sends a readd request for every conversation whose fork state
 // is forked, whose state is active and which the policy selects, unless
 // one was sent since its state was last replaced from a Welcome (FORK-050,
-// FORK-051). It returns the local failures, joined; a conversation whose
-// send failed is tried again at a later pass only when the send certainly
-// reached nobody.
+// FORK-051). It lists every active group; [Recovery.RequestGroups] reads
+// only the groups its caller names. It returns the local failures, joined;
+// a conversation whose send failed is tried again at a later pass only
+// when the send certainly reached nobody.
 func (r *Recovery) Request(ctx context.Context) error {
 	if r.o.CommitLogDisabled {
 		return nil // every fork state reads unknown (FORK-004)
-	}
-	r.pass.Lock()
-	defer r.pass.Unlock()
-	if err := r.resumeSends(ctx); err != nil {
-		return fmt.Errorf("readd requests: %w", err)
 	}
 	active := true
 	var gs []ports.Group
@@ -37,17 +33,45 @@ func (r *Recovery) Request(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("readd requests: %w", err)
 	}
-	var errs []error
+	var ids [][]byte
 	for _, g := range gs {
-		if g.ForkState != ports.ForkForked || !r.o.Policy.Selects(g.ID) ||
-			(g.ConversationType != ports.ConversationGroup && g.ConversationType != ports.ConversationDM) {
+		if g.ForkState == ports.ForkForked {
+			ids = append(ids, g.ID)
+		}
+	}
+	return r.RequestGroups(ctx, ids)
+}
+
+// RequestGroups is [Recovery.Request] over the named groups only: a
+// caller that knows which conversations are forked (the client's last
+// sync view, a fork event) names them, and the pass then reads those
+// groups and no other (COMP-292). A named group that is not forked, not
+// active, not selected or of another conversation type is skipped.
+func (r *Recovery) RequestGroups(ctx context.Context, ids [][]byte) error {
+	if r.o.CommitLogDisabled {
+		return nil // every fork state reads unknown (FORK-004)
+	}
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	if err := r.resumeSends(ctx); err != nil {
+		return fmt.Errorf("readd requests: %w", err)
+	}
+	var errs []error
+	for _, id := range ids {
+		if !r.o.Policy.Selects(id) {
 			continue
 		}
-		if err := r.request(ctx, g.ID); err != nil {
-			errs = append(errs, fmt.Errorf("readd request for %x: %w", g.ID, err))
+		if err := r.request(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("readd request for %x: %w", id, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PassGroups is [Recovery.Pass] with the requests limited to the named
+// groups (COMP-292).
+func (r *Recovery) PassGroups(ctx context.Context, forked [][]byte) error {
+	return errors.Join(r.RequestGroups(ctx, forked), r.Respond(ctx))
 }
 
 // request records the attempt, then sends it. The record comes first so
@@ -59,10 +83,14 @@ func (r *Recovery) request(ctx context.Context, groupID []byte) error {
 	err := r.tx(ctx, func(tx ports.Tx) error {
 		req, to = nil, nil
 		g, err := tx.Groups().Get(ctx, groupID)
+		if errors.Is(err, ports.ErrNotFound) {
+			return nil // named by a view older than its removal
+		}
 		if err != nil {
 			return err
 		}
-		if !g.Active || g.ForkState != ports.ForkForked {
+		if !g.Active || g.ForkState != ports.ForkForked ||
+			(g.ConversationType != ports.ConversationGroup && g.ConversationType != ports.ConversationDM) {
 			return nil
 		}
 		st, err := getReadd(ctx, tx, groupID, r.ownKey())

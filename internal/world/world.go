@@ -118,6 +118,9 @@ type Config struct {
 	// MLS, when set, wraps the member's engine, outside its
 	// [mlsfault.Engine] (to inject failures of the engine itself).
 	MLS func(ports.MLS) ports.MLS
+	// Store, when set, wraps the member's store as its client sees it (to
+	// count what the client reads).
+	Store func(ports.Store) ports.Store
 	// Injector builds the member through the root package's injector of
 	// the mode (NewEmbedded, or NewNetworked), as an app does, instead of
 	// from the providers: the member then has no Engine, Store or
@@ -207,8 +210,12 @@ func (w *World) Member(name string, cfg Config) *Member {
 	if cfg.MLS != nil {
 		mls = cfg.MLS(eng)
 	}
+	seen := store
+	if cfg.Store != nil {
+		seen = cfg.Store(store)
+	}
 	m := &Member{W: w, Name: name, Engine: eng, Store: store, Transport: tr, Clock: clk, Path: path, closeStore: closeStore,
-		deps: client.Deps{Store: store, MLS: mls, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
+		deps: client.Deps{Store: seen, MLS: mls, Transport: tr, Identity: id, Clock: clk, Algorithms: reg, Installation: in}}
 	m.start(cfg.Options)
 	return m
 }
