@@ -49,6 +49,9 @@ func TestCOMP275_RequesterCrashMidSendDelivers(t *testing.T) {
 			commit(t, alice, id)
 			ctx, kill := context.WithCancel(w.Ctx)
 			defer kill()
+			ft.mu.Lock()
+			ft.crashSpare = key(bob)
+			ft.mu.Unlock()
 			ft.crashAt(tc.at, kill)
 			_ = bob.C.SyncAll(ctx) // killed part way through the send
 			if st := status(t, bob, id, key(bob)); !st.Requested {
