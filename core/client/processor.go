@@ -358,13 +358,18 @@ func (c *Client) received(ctx context.Context, tx ports.Tx, g ports.Group, e *en
 			return nil
 		}
 	}
+	if kind == ports.MessageLeaveRequest { // leave.go
+		if keep, err := c.receivedLeave(ctx, tx, g, e.seq, before, p, out); err != nil || !keep {
+			return err
+		}
+	}
 	m, ins, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: kind,
 		SenderInbox: p.Sender.InboxID, SenderInstallation: p.Sender.SignatureKey, Epoch: before.Epoch,
 		Content: p.Application, SentAt: e.at})
 	if err != nil {
 		return err
 	}
-	if ins {
+	if ins && kind != ports.MessageLeaveRequest { // a leave request's event is its own
 		out.events = append(out.events, MessageEvent{Message: m})
 	}
 	return nil
