@@ -89,6 +89,13 @@ func gate09(t *testing.T, mode string) {
 		t.Fatalf("a message from bob's other installation after the leave: %v, want refused", err)
 	}
 
+	// A new installation of bob's cannot join back by external commit:
+	// the service accepts no commit by the inbox that left.
+	bob3 := a.Member("bob3", world.Config{RecoveryKey: bob.C.Identity().RecoveryKey})
+	if _, err := bob3.C.RecoverGroup(a.Ctx, id); !errors.Is(err, ports.ErrInvalidArgument) || !strings.Contains(err.Error(), "who left group") {
+		t.Fatalf("a recovery join by a new installation of bob's after he left: %v, want refused", err)
+	}
+
 	// A message of the leave kind with content: the service cannot tell
 	// (it reads the kind only) and blocks its sender, who asked for it;
 	// every client discards it: no leave event, no removal.
