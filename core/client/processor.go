@@ -497,6 +497,7 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 	if names := componentNames(ch.Components); len(names) > 0 {
 		out.events = append(out.events, MetadataEvent{GroupID: g.ID, CommitSequenceID: e.seq, Changed: names})
 	}
+	out.events = append(out.events, successorEvents(g.ID, e.seq, after, ch)...) // move.go
 	return nil
 }
 
@@ -516,6 +517,8 @@ func componentNames(ids []uint16) []string {
 			out = append(out, "viewers")
 		case metadata.ComponentPolicyVersion:
 			out = append(out, "role policy version")
+		case metadata.ComponentSuccessor:
+			out = append(out, "successor")
 		}
 	}
 	return out
