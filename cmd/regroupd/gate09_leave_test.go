@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/internal/rogue"
@@ -151,9 +153,31 @@ func (a *acceptance) cutOff(id []byte, leave uint64, sender *world.Member, leave
 		if n, err := m.Transport.HighestSequenceID(a.Ctx, topic); err != nil || n != leave {
 			a.t.Fatalf("%s's highest id %d, %v, want the request's %d", m.Name, n, err, leave)
 		}
+		a.subscribedUpTo(m, topic, leave)
 	}
 	if n, err := sender.Transport.HighestSequenceID(a.Ctx, topic); err != nil || n != seq {
 		a.t.Fatalf("%s's highest id %d, %v, want %d", sender.Name, n, err, seq)
+	}
+}
+
+// subscribedUpTo checks that a subscription of the member's from just
+// before the leave request hands out the request and then nothing.
+func (a *acceptance) subscribedUpTo(m *world.Member, topic []byte, leave uint64) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(a.Ctx, 5*time.Second)
+	defer cancel()
+	sub, err := m.Transport.Subscribe(ctx, []ports.TopicCursor{{Topic: topic, After: leave - 1}})
+	if err != nil {
+		a.t.Fatalf("%s subscribes: %v", m.Name, err)
+	}
+	defer sub.Close()
+	if e, err := sub.Next(ctx); err != nil || e.GetSequenceId() != leave {
+		a.t.Fatalf("%s's subscription first hands out %d, %v, want the request %d", m.Name, e.GetSequenceId(), err, leave)
+	}
+	wait, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop()
+	if e, err := sub.Next(wait); err == nil {
+		a.t.Fatalf("%s's subscription handed out %d after the leave request", m.Name, e.GetSequenceId())
 	}
 }
 
