@@ -85,3 +85,40 @@ func TestCOMP476_RecordedV4DatabaseKeepsLeaves(t *testing.T) {
 	defer s.Close()
 	leaveRecords(ctx, t, s)
 }
+
+// BenchmarkCOMP476_LeftThrough measures the leave-record lookup every
+// read of a group-message topic makes with acceptance on, next to the
+// reference it adds to: reading a page of ten envelopes of that topic.
+func BenchmarkCOMP476_LeftThrough(b *testing.B) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, filepath.Join(b.TempDir(), "d.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	gt := topic()
+	envs := make([]ports.NewStoredEnvelope, 10)
+	for i := range envs {
+		envs[i] = env(gt, byte(i))
+	}
+	if _, err := s.Append(ctx, envs); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.RecordLeave(ctx, ports.LeaveRecord{GroupID: gt[1:], InboxID: "bob", InstallationKeys: [][]byte{[]byte("k")}, Through: 5}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("lookup", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := s.LeftThrough(ctx, gt[1:], []byte("other")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reference-page-of-10", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.Range(ctx, gt, 0, 10, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
