@@ -243,6 +243,13 @@ var migrations = []migration{{
 	version:  7,
 	sqlite:   restoreTables("BLOB", "INTEGER"),
 	postgres: restoreTables("BYTEA", "BIGINT"),
+}, {
+	// Version 8: the leave records of members' leave requests (see
+	// leave.go). Existing databases get the empty table: no member had
+	// left through the service before.
+	version:  8,
+	sqlite:   []string{leavesTable("BLOB", "INTEGER", "TEXT")},
+	postgres: []string{leavesTable("BYTEA", "BIGINT", "TEXT")},
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

@@ -89,6 +89,11 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		if !g.Active {
 			return fmt.Errorf("send: %w", ErrInactiveConversation)
 		}
+		if left, err := isLeft(ctx, tx, cv.id); err != nil {
+			return err
+		} else if left && kind != ports.MessageLeaveRequest {
+			return fmt.Errorf("send: %w", ErrLeft) // leave.go
+		}
 		view, err := c.deps.MLS.Group(ctx, tx, cv.id)
 		if err != nil {
 			return err

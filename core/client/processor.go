@@ -363,13 +363,18 @@ func (c *Client) received(ctx context.Context, tx ports.Tx, g ports.Group, e *en
 			return nil
 		}
 	}
+	if kind == ports.MessageLeaveRequest { // leave.go
+		if keep, err := c.receivedLeave(ctx, tx, g, e.seq, before, p, out); err != nil || !keep {
+			return err
+		}
+	}
 	m, ins, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: kind,
 		SenderInbox: p.Sender.InboxID, SenderInstallation: p.Sender.SignatureKey, Epoch: before.Epoch,
 		Content: p.Application, SentAt: e.at})
 	if err != nil {
 		return err
 	}
-	if ins {
+	if ins && kind != ports.MessageLeaveRequest { // a leave request's event is its own
 		out.events = append(out.events, MessageEvent{Message: m})
 	}
 	return nil
@@ -508,6 +513,7 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 	if names := componentNames(ch.Components); len(names) > 0 {
 		out.events = append(out.events, MetadataEvent{GroupID: g.ID, CommitSequenceID: e.seq, Changed: names})
 	}
+	out.events = append(out.events, successorEvents(g.ID, e.seq, after, ch)...) // move.go
 	return nil
 }
 
@@ -527,6 +533,8 @@ func componentNames(ids []uint16) []string {
 			out = append(out, "viewers")
 		case metadata.ComponentPolicyVersion:
 			out = append(out, "role policy version")
+		case metadata.ComponentSuccessor:
+			out = append(out, "successor")
 		}
 	}
 	return out

@@ -142,9 +142,6 @@ func testViewerMessages(t *testing.T, w *world.World) {
 	if _, err := r.Send(id, ports.MessageApplication, []byte("forged by a viewer")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Send(id, ports.MessageLeaveRequest, []byte("leave")); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := bob.Conv(id).Send(w.Ctx, []byte("from bob")); err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +149,6 @@ func testViewerMessages(t *testing.T, w *world.World) {
 	for _, m := range []*world.Member{alice, bob} {
 		if got := texts(t, m, id); slices.Contains(got, "forged by a viewer") || !slices.Contains(got, "from bob") {
 			t.Fatalf("%s reads %q", m.Name, got)
-		}
-		if !hasKind(t, m, id, ports.MessageLeaveRequest) {
-			t.Fatalf("%s dropped the viewer's leave request", m.Name)
 		}
 	}
 	if err := g.SetRole(w.Ctx, viv.C.InboxID(), client.RoleMember); err != nil {
@@ -168,6 +162,20 @@ func testViewerMessages(t *testing.T, w *world.World) {
 	for _, m := range []*world.Member{alice, bob} {
 		if got := texts(t, m, id); !slices.Contains(got, "from viv, a member") {
 			t.Fatalf("%s reads %q", m.Name, got)
+		}
+	}
+	// A viewer's leave request (empty, COMP-475) is kept by every member.
+	if err := g.SetRole(w.Ctx, viv.C.InboxID(), client.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(all...)
+	if _, err := r.Send(id, ports.MessageLeaveRequest, nil); err != nil {
+		t.Fatal(err)
+	}
+	world.SyncAll(alice, bob)
+	for _, m := range []*world.Member{alice, bob} {
+		if !hasKind(t, m, id, ports.MessageLeaveRequest) {
+			t.Fatalf("%s dropped the viewer's leave request", m.Name)
 		}
 	}
 }

@@ -235,6 +235,7 @@ func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 		errs = append(errs, c.processGroup(ctx, g.ID))
 		unlock()
 	}
+	errs = append(errs, c.removeLeavers(ctx)) // leave.go
 	logsMoved := map[string]bool{}
 	if checkLogs {
 		logsMoved = c.movedLogs(ctx, v.logs)

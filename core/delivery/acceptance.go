@@ -150,6 +150,9 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 			return nil, &refusal{reason: policyReason(err), kind: KindName(topic),
 				err: fmt.Errorf("envelope %d: %w: commit to group %x refused by the role policy: %w", i, ports.ErrInvalidArgument, t.group, err)}
 		}
+		if err := s.leftCommit(ctx, t.group, pc.Sender.InboxID); err != nil { // leave.go
+			return nil, fmt.Errorf("envelope %d: %w", i, err)
+		}
 		if err := s.phase(i, topic, t, before, pc); err != nil {
 			return nil, err
 		}

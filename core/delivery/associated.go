@@ -26,38 +26,49 @@ const associatedPage = 256
 // wraps [ports.ErrUnavailable], so the publish fails without a refusal.
 func (s *Service) associated(ctx context.Context) policy.Associated {
 	return func(inbox string, key []byte) (bool, error) {
-		topic, err := identity.Topic(inbox)
+		keys, err := s.installationsOf(ctx, inbox)
 		if err != nil {
-			return false, nil // no inbox of that form has updates
+			return false, err
 		}
-		var recs []ports.IdentityUpdateRecord
-		var after uint64
-		for {
-			page, err := s.store.Range(ctx, topic, after, associatedPage, s.opts.MaxPageBytes)
-			if err != nil {
-				return false, fmt.Errorf("%w: identity updates of %s: %w", ports.ErrUnavailable, inbox, err)
-			}
-			for _, e := range page {
-				after = e.SequenceID
-				var ce backendpb.ClientEnvelope
-				if proto.Unmarshal(e.Envelope, &ce) != nil {
-					continue
-				}
-				u := ce.GetIdentityUpdate()
-				if u == nil || u.GetInboxId() != inbox {
-					continue
-				}
-				b, err := proto.Marshal(u)
-				if err != nil {
-					continue
-				}
-				recs = append(recs, ports.IdentityUpdateRecord{InboxID: inbox, SequenceID: e.SequenceID, Update: b})
-			}
-			if len(page) == 0 {
-				break
-			}
-		}
-		st := identity.Fold(inbox, recs, after)
-		return slices.ContainsFunc(st.InstallationKeys, func(k []byte) bool { return bytes.Equal(k, key) }), nil
+		return slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(k, key) }), nil
 	}
+}
+
+// installationsOf returns the installation keys the inbox's identity
+// updates this service stores associate at their end, folded as
+// [Service.associated] describes. A store failure wraps
+// [ports.ErrUnavailable].
+func (s *Service) installationsOf(ctx context.Context, inbox string) ([][]byte, error) {
+	topic, err := identity.Topic(inbox)
+	if err != nil {
+		return nil, nil // no inbox of that form has updates
+	}
+	var recs []ports.IdentityUpdateRecord
+	var after uint64
+	for {
+		page, err := s.store.Range(ctx, topic, after, associatedPage, s.opts.MaxPageBytes)
+		if err != nil {
+			return nil, fmt.Errorf("%w: identity updates of %s: %w", ports.ErrUnavailable, inbox, err)
+		}
+		for _, e := range page {
+			after = e.SequenceID
+			var ce backendpb.ClientEnvelope
+			if proto.Unmarshal(e.Envelope, &ce) != nil {
+				continue
+			}
+			u := ce.GetIdentityUpdate()
+			if u == nil || u.GetInboxId() != inbox {
+				continue
+			}
+			b, err := proto.Marshal(u)
+			if err != nil {
+				continue
+			}
+			recs = append(recs, ports.IdentityUpdateRecord{InboxID: inbox, SequenceID: e.SequenceID, Update: b})
+		}
+		if len(page) == 0 {
+			break
+		}
+	}
+	return identity.Fold(inbox, recs, after).InstallationKeys, nil
 }

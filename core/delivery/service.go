@@ -305,6 +305,10 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 			return nil, nil, err
 		}
 	}
+	leaves, err := s.checkLeaves(ctx, caller, envs) // leave requests (leave.go)
+	if err != nil {
+		return nil, nil, err
+	}
 	stored := map[ports.TopicKind]int64{}
 	for _, r := range rows {
 		stored[ports.TopicKind(r.Topic[0])] += int64(len(r.Envelope))
@@ -312,8 +316,10 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 	if err := s.quotas.take(caller.InstallationKey, stored, now); err != nil {
 		return nil, nil, &refusal{reason: RefusedQuota, kind: kinds[0], err: err}
 	}
+	if err := s.recordLeaves(ctx, leaves); err != nil {
+		return nil, nil, err
+	}
 	var out []uint64
-	var err error
 	for attempt := 0; ; attempt++ {
 		if len(advances) == 0 {
 			out, err = s.store.Append(ctx, rows)
@@ -340,6 +346,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		return nil, nil, err
 	}
 	s.accepted(advances)
+	s.afterStored(ctx, leaves, out, advances)
 	return kinds, out, nil
 }
 
@@ -410,6 +417,9 @@ func (s *Service) Query(ctx context.Context, caller ports.Caller, topic []byte, 
 	}
 	hold := s.newHold(ctx)
 	page, _, _, err := s.readPage(ctx, hold, topic, after, limit)
+	if err == nil {
+		page, err = s.leftPage(ctx, caller, topic, page) // leave.go
+	}
 	if err != nil {
 		hold.Close()
 		return nil, fmt.Errorf("query: %w", err)
@@ -508,6 +518,12 @@ func (s *Service) QueryNewest(ctx context.Context, caller ports.Caller, topic []
 		return nil, fmt.Errorf("query newest: %w: waiting for read budget: %w", ports.ErrUnavailable, err)
 	}
 	r, err := s.store.Newest(ctx, topic)
+	if through, left, lerr := s.leftThrough(ctx, caller, topic); err == nil && (lerr != nil || left && r.SequenceID > through) {
+		err = lerr // leave.go: nothing above the leave request
+		if err == nil {
+			err = fmt.Errorf("%w: nothing newer than the leave request", ports.ErrNotFound)
+		}
+	}
 	if err != nil {
 		hold.Close()
 		return nil, fmt.Errorf("query newest: %w", err)
@@ -534,6 +550,11 @@ func (s *Service) HighestSequenceID(ctx context.Context, caller ports.Caller, to
 	n, err := s.store.Highest(ctx, topic)
 	if err != nil {
 		return 0, fmt.Errorf("highest sequence id: %w", err)
+	}
+	if through, left, err := s.leftThrough(ctx, caller, topic); err != nil {
+		return 0, fmt.Errorf("highest sequence id: %w", err)
+	} else if left {
+		n = min(n, through) // leave.go
 	}
 	return n, nil
 }

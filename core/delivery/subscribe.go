@@ -72,6 +72,7 @@ func (h *hub) notify(topic []byte) {
 // visible, and a topic woken while it is being read is read again.
 type subscription struct {
 	svc     *Service
+	caller  ports.Caller
 	topics  []string
 	index   map[string]int
 	cursors []uint64
@@ -112,6 +113,7 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 	}
 	sub := &subscription{
 		svc:     s,
+		caller:  caller,
 		index:   make(map[string]int, len(cursors)),
 		wake:    make(chan struct{}, 1),
 		queued:  make([]bool, len(cursors)),
@@ -300,8 +302,21 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
+	// A user who left the group reads nothing above its leave request
+	// (leave.go); a page cut short is the topic's end for it.
+	through, left, err := sub.svc.leftThrough(rctx, sub.caller, []byte(sub.topics[i]))
+	if err != nil {
+		sub.release(got)
+		return err
+	}
+	var cut bool
+	if left {
+		var dropped int64
+		page, sizes, dropped, cut = cutLeft(page, sizes, through)
+		sub.release(dropped)
+	}
 	sub.buf, sub.sizes, sub.bufTopic = page, sizes, i
-	if sub.svc.mayContinue(len(page), got) {
+	if !cut && sub.svc.mayContinue(len(page), got) {
 		sub.mark(sub.topics[i])
 	}
 	return nil

@@ -87,6 +87,10 @@ func (r Roles) MayChange(id uint16, by string) error {
 		if r.ConversationType != ports.ConversationDM && r.Admin(by) {
 			return nil
 		}
+	case metadata.ComponentSuccessor: // COMP-483: a move to a new group
+		if r.ConversationType == ports.ConversationGroup && r.SuperAdmin(by) {
+			return nil
+		}
 	}
 	return fmt.Errorf("%w: %s may not change component 0x%04x", ErrNotPermitted, by, id)
 }

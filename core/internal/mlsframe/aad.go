@@ -36,3 +36,12 @@ func PeekAuthenticatedData(b []byte) (contentType uint8, aad []byte, ok bool) {
 	contentType = r.u8()
 	return contentType, aad, !r.bad
 }
+
+// PeekPrivate is [PeekAuthenticatedData] of a PrivateMessage only (RFC
+// 9420 §6.3): ok is false for any other wire format.
+func PeekPrivate(b []byte) (contentType uint8, ad []byte, ok bool) {
+	if len(b) < 4 || uint16(b[2])<<8|uint16(b[3]) != WirePrivateMessage {
+		return 0, nil, false
+	}
+	return PeekAuthenticatedData(b)
+}
