@@ -68,7 +68,7 @@ const (
 	intentRejected = "rejected"
 	// intentDropped is an own pending commit a witness refused.
 	intentDropped = "dropped"
-	nsIntent       = "client.intent"
+	nsIntent      = "client.intent"
 )
 
 func loadIntent(ctx context.Context, tx ports.Tx, groupID []byte) (*intent, error) {
