@@ -32,6 +32,8 @@ type acceptanceFake struct {
 	gi      map[uint64]bool // GroupInfo seq -> still pending
 	commits map[uint64]bool // pending commit seqs
 	hidden  map[uint64]bool // GroupInfos of discarded commits, deleted
+	// views override, per member, what a notice's envelope reads as.
+	views map[string]map[uint64]*backendpb.AcceptanceNotice
 	notices map[uint64]*backendpb.AcceptanceNotice
 	reports []fakeReport
 	lifts   []ports.Lift
@@ -135,6 +137,25 @@ type fakeTransport struct {
 	who string
 }
 
+// override makes who read the notice at seq as n (nil: not yet there).
+func (f *acceptanceFake) override(who string, seq uint64, n *backendpb.AcceptanceNotice) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.views == nil {
+		f.views = map[string]map[uint64]*backendpb.AcceptanceNotice{}
+	}
+	if f.views[who] == nil {
+		f.views[who] = map[uint64]*backendpb.AcceptanceNotice{}
+	}
+	f.views[who][seq] = n
+}
+
+func (f *acceptanceFake) clearOverrides(who string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.views, who)
+}
+
 func (t *fakeTransport) Publish(ctx context.Context, envs []*backendpb.ClientEnvelope) ([]uint64, error) {
 	f := t.f
 	isCommit := false
@@ -185,6 +206,12 @@ func (t *fakeTransport) mark(envs []*backendpb.OriginatorEnvelope) []*backendpb.
 			e.Pending = true
 		}
 		if n, ok := f.notices[s]; ok {
+			if v, over := f.views[t.who][s]; over {
+				if v == nil {
+					break // this member reads the topic as ending here
+				}
+				n = v
+			}
 			e.Envelope.Payload = &backendpb.ClientEnvelope_AcceptanceNotice{AcceptanceNotice: n}
 		}
 		out = append(out, e)

@@ -314,3 +314,55 @@ func TestCOMP441_StuckOnConfirmedReportsAndResyncs(t *testing.T) {
 		t.Fatalf("carol at epoch %d, want %d (the confirmed commit, then her resync)", got, p.epoch+2)
 	}
 }
+
+// TestCOMP447_WelcomeOfPendingCommitHeld: the committer sends the
+// Welcomes of a pending commit only once it is confirmed; a joiner that
+// reads the commit at its Welcome's message_cursor still pending holds the
+// Welcome, joins once it reads the confirmation, and rejects it when it
+// reads a drop.
+func TestCOMP447_WelcomeOfPendingCommitHeld(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dropped=%v", dropped), func(t *testing.T) {
+			p := newPendingWorld(t, nil)
+			dave := p.w.Member("dave", p.f.config("dave"))
+			p.f.set(true)
+			done := make(chan error, 1)
+			go func() { done <- p.alice.Conv(p.id).AddMembers(p.w.Ctx, dave.C.InboxID()) }()
+			seq := p.f.waitPending(t, p.id)
+			time.Sleep(50 * time.Millisecond)
+			dave.Sync()
+			if _, err := dave.C.Conversation(p.w.Ctx, p.id); err == nil {
+				t.Fatal("dave joined from a Welcome sent before the confirmation")
+			}
+			// dave reads the topic as if the decision were not there yet.
+			nseq := p.f.notice(t, p.id, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: seq})
+			p.f.override("dave", nseq, nil)
+			if err := wait(t, done); err != nil {
+				t.Fatal(err)
+			}
+			dave.Sync()
+			if _, err := dave.C.Conversation(p.w.Ctx, p.id); err == nil {
+				t.Fatal("dave joined while the commit at its anchor was pending")
+			}
+			if held, err := dave.C.HeldWelcomes(p.w.Ctx); err != nil || len(held) != 1 {
+				t.Fatalf("dave holds %d Welcomes (%v), want 1", len(held), err)
+			}
+			if dropped {
+				p.f.override("dave", nseq, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_DROPPED, CommitSequenceId: seq})
+				dave.Sync()
+				rej, err := dave.C.RejectedWelcomes(p.w.Ctx)
+				if err != nil || len(rej) != 1 || rej[0].Rule != "COMP-447" {
+					t.Fatalf("dave's rejected Welcomes %+v %v, want one by COMP-447", rej, err)
+				}
+				if _, err := dave.C.Conversation(p.w.Ctx, p.id); err == nil {
+					t.Fatal("dave installed the Welcome of a dropped commit")
+				}
+				return
+			}
+			p.f.clearOverrides("dave")
+			dave.Sync()
+			world.SyncAll(append(p.all, dave)...)
+			world.Agree(t, p.id, append(p.all, dave)...)
+		})
+	}
+}
