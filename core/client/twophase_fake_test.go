@@ -33,7 +33,7 @@ type acceptanceFake struct {
 	commits map[uint64]bool // pending commit seqs
 	hidden  map[uint64]bool // GroupInfos of discarded commits, deleted
 	// views override, per member, what a notice's envelope reads as.
-	views map[string]map[uint64]*backendpb.AcceptanceNotice
+	views   map[string]map[uint64]*backendpb.AcceptanceNotice
 	notices map[uint64]*backendpb.AcceptanceNotice
 	reports []fakeReport
 	lifts   []ports.Lift
