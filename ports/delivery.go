@@ -85,6 +85,10 @@ type StoredEnvelope struct {
 	ServerTimestampNS int64
 	// Envelope is the serialized ClientEnvelope, as appended.
 	Envelope []byte
+	// Pending is set on a commit (and its GroupInfo) stored as its group's
+	// pending commit (commit acceptance in two phases, [AcceptanceStore]);
+	// readers see it as OriginatorEnvelope.pending.
+	Pending bool
 }
 
 // EnvelopeStore is the outbound port the delivery service keeps envelopes
@@ -121,7 +125,8 @@ type EnvelopeStore interface {
 	// at most the one that crossed the budget. A cursor above every
 	// possible id (after > 2^63-1) yields no envelope.
 	Range(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]StoredEnvelope, error)
-	// Newest returns the topic's envelope with the highest sequence id, or
+	// Newest returns the topic's envelope with the highest sequence id
+	// that is not [StoredEnvelope.Pending], or
 	// an error wrapping [ErrNotFound] when it holds none.
 	Newest(ctx context.Context, topic []byte) (StoredEnvelope, error)
 	// Highest returns the highest sequence id ever assigned on the topic

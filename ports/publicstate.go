@@ -65,8 +65,39 @@ type PublicStateAdvance struct {
 	Commit int
 	// GroupInfo is the index in the batch of the GroupInfo envelope that
 	// becomes the group's newest, or -1. The store deletes the older
-	// envelopes of its topic in the same transaction.
+	// envelopes of its topic in the same transaction (a pending
+	// GroupInfo excepted).
 	GroupInfo int
+	// The fields below need an [AcceptanceStore].
+	//
+	// Pending, when set, stores the advance's commit as the group's
+	// pending commit instead of advancing the current state: State and
+	// Epoch go beside the current state, the Commit and GroupInfo
+	// envelopes are stored marked pending, and no older GroupInfo is
+	// deleted. The store must hold no pending commit of the group.
+	Pending *PendingAdvance
+	// Supersede, when not 0, is the sequence id of the group's pending
+	// commit that this (one-phase) advance discards: the store must hold
+	// exactly that pending commit; it deletes it and its GroupInfo and
+	// records it superseded at SupersededNS. Any other advance of the
+	// state fails with [ErrStateMoved] while a commit is pending.
+	Supersede    uint64
+	SupersededNS int64
+	// Unquarantine lists inboxes whose quarantine in the group ends with
+	// this advance (the new state has no leaf of theirs).
+	Unquarantine []string
+}
+
+// PendingAdvance describes a commit a [PublicStateAdvance] stores as
+// its group's pending commit.
+type PendingAdvance struct {
+	// Committer is the committer's inbox.
+	Committer string
+	// External marks an external commit (a resync or recovery join).
+	External bool
+	// CreatedNS is when the service accepted it, nanoseconds since the
+	// Unix epoch.
+	CreatedNS int64
 }
 
 // PublicStateStore is an optional interface of an [EnvelopeStore] that

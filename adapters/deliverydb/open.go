@@ -228,6 +228,14 @@ var migrations = []migration{{
 	version:  5,
 	sqlite:   []string{publicStatesTable("BLOB", "INTEGER")},
 	postgres: []string{publicStatesTable("BYTEA", "BIGINT")},
+}, {
+	// Version 6: commit acceptance in two phases (see acceptance.go): the
+	// pending mark of stored envelopes, the commits that took two phases,
+	// the reports on them and the groups' quarantines. Existing rows are
+	// not pending; existing databases get empty tables.
+	version:  6,
+	sqlite:   acceptanceTables("BLOB", "INTEGER"),
+	postgres: acceptanceTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

@@ -20,7 +20,7 @@ import (
 // ones are deleted when a newer one is stored). The slot keeps the table
 // open to the two-phase protocol, which stores a pending commit's state
 // beside the current one (slot 1) and keeps the previous epoch's (slot 2)
-// in rows of the same shape; this version writes slot 0 only.
+// in rows of the same shape (acceptance.go).
 //
 // [Store.AppendWithState] locks the groups' rows (on PostgreSQL with
 // SELECT … FOR UPDATE, in ascending group order, before the topic rows
@@ -98,6 +98,9 @@ func (s *Store) AppendWithState(ctx context.Context, envs []ports.NewStoredEnvel
 			if err := s.expect(tx, a); err != nil {
 				return err
 			}
+			if err := expectPending(tx, a); err != nil {
+				return err
+			}
 		}
 		var err error
 		if ids, err = s.appendTx(tx, envs); err != nil {
@@ -170,10 +173,25 @@ func (s *Store) appendTx(tx *gorm.DB, envs []ports.NewStoredEnvelope) ([]uint64,
 // writeState writes an advance's new state and drops the GroupInfo
 // envelopes its new GroupInfo supersedes.
 func writeState(tx *gorm.DB, a ports.PublicStateAdvance, envs []ports.NewStoredEnvelope, ids []uint64) error {
+	if a.Pending != nil {
+		if a.Commit < 0 || a.State == nil {
+			return fmt.Errorf("%w: a pending advance of group %x names no commit", ports.ErrInvalidArgument, a.GroupID)
+		}
+		return writePending(tx, a, envs, ids)
+	}
+	if a.Supersede != 0 {
+		if err := supersedeIn(tx, a); err != nil {
+			return err
+		}
+	}
+	if err := unquarantineIn(tx, a.GroupID, a.Unquarantine); err != nil {
+		return err
+	}
 	var giSeq int64
 	if a.GroupInfo >= 0 {
 		giSeq = int64(ids[a.GroupInfo])
-		err := tx.Exec(`DELETE FROM delivery_envelopes WHERE topic = ? AND sequence_id < ?`, blob(envs[a.GroupInfo].Topic), giSeq).Error
+		// A pending commit's GroupInfo stays until its decision.
+		err := tx.Exec(`DELETE FROM delivery_envelopes WHERE topic = ? AND sequence_id < ? AND pending = 0`, blob(envs[a.GroupInfo].Topic), giSeq).Error
 		if err != nil {
 			return fmt.Errorf("drop superseded group infos: %w", err)
 		}

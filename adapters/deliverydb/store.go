@@ -97,6 +97,9 @@ type envelopeRow struct {
 	ExpiresAtNS       int64  `gorm:"column:expires_at_ns"`
 	Envelope          []byte `gorm:"column:envelope"`
 	DedupKey          []byte `gorm:"column:dedup_key"`
+	// Pending is read only: Append stores 0 (the column's default), and
+	// AppendWithState marks a pending commit's envelopes (migration 6).
+	Pending int64 `gorm:"column:pending;->"`
 }
 
 func (envelopeRow) TableName() string { return "delivery_envelopes" }
@@ -289,7 +292,7 @@ func takeIDsSQLite(tx *gorm.DB, topics []string, envs []ports.NewStoredEnvelope)
 // envelopes after the cursor (LENGTH of a TOASTed value reads only its
 // header), the window sums the lengths, and only the rows within the
 // budget (and always the first) are joined to their envelope.
-const rangeSQL = `SELECT e.topic, e.sequence_id, e.server_timestamp_ns, e.envelope
+const rangeSQL = `SELECT e.topic, e.sequence_id, e.server_timestamp_ns, e.envelope, e.pending
 FROM (SELECT w.sequence_id, w.len, SUM(w.len) OVER (ORDER BY w.sequence_id ROWS UNBOUNDED PRECEDING) AS run
 	FROM (SELECT sequence_id, LENGTH(envelope) AS len FROM delivery_envelopes
 		WHERE topic = ? AND sequence_id > ? ORDER BY sequence_id LIMIT ?) AS w) AS c
@@ -329,7 +332,7 @@ func (s *Store) Range(ctx context.Context, topic []byte, after uint64, limit, ma
 // runs in this process and produces a row only when asked for it, so the
 // rows after the one that crosses the budget are never read.
 func (s *Store) rangeStepping(ctx context.Context, topic []byte, after uint64, limit, maxBytes int) ([]ports.StoredEnvelope, error) {
-	rows, err := s.db.WithContext(ctx).Raw(`SELECT sequence_id, server_timestamp_ns, envelope FROM delivery_envelopes
+	rows, err := s.db.WithContext(ctx).Raw(`SELECT sequence_id, server_timestamp_ns, envelope, pending FROM delivery_envelopes
 		WHERE topic = ? AND sequence_id > ? ORDER BY sequence_id LIMIT ?`, blob(topic), int64(after), limit).Rows()
 	if err != nil {
 		return nil, err
@@ -338,15 +341,15 @@ func (s *Store) rangeStepping(ctx context.Context, topic []byte, after uint64, l
 	var out []ports.StoredEnvelope
 	size := 0
 	for rows.Next() {
-		var id, ts int64
+		var id, ts, pending int64
 		var env []byte
-		if err := rows.Scan(&id, &ts, &env); err != nil {
+		if err := rows.Scan(&id, &ts, &env, &pending); err != nil {
 			return nil, err
 		}
 		if size += len(env); size > maxBytes && len(out) > 0 {
 			break
 		}
-		out = append(out, ports.StoredEnvelope{Topic: topic, SequenceID: uint64(id), ServerTimestampNS: ts, Envelope: env})
+		out = append(out, ports.StoredEnvelope{Topic: topic, SequenceID: uint64(id), ServerTimestampNS: ts, Envelope: env, Pending: pending != 0})
 	}
 	return out, rows.Err()
 }
@@ -354,7 +357,7 @@ func (s *Store) rangeStepping(ctx context.Context, topic []byte, after uint64, l
 func toStored(r envelopeRow) ports.StoredEnvelope {
 	return ports.StoredEnvelope{
 		Topic: r.Topic, SequenceID: uint64(r.SequenceID),
-		ServerTimestampNS: r.ServerTimestampNS, Envelope: r.Envelope,
+		ServerTimestampNS: r.ServerTimestampNS, Envelope: r.Envelope, Pending: r.Pending != 0,
 	}
 }
 
@@ -364,7 +367,10 @@ func (s *Store) Newest(ctx context.Context, topic []byte) (ports.StoredEnvelope,
 		return ports.StoredEnvelope{}, err
 	}
 	var rows []envelopeRow
-	err := s.db.WithContext(ctx).Where("topic = ?", blob(topic)).Order("sequence_id DESC").Limit(1).Find(&rows).Error
+	// A pending commit's GroupInfo is not the topic's newest until its
+	// commit is confirmed (acceptance.go): readers of the newest want the
+	// current epoch's.
+	err := s.db.WithContext(ctx).Where("topic = ? AND pending = 0", blob(topic)).Order("sequence_id DESC").Limit(1).Find(&rows).Error
 	if err != nil {
 		return ports.StoredEnvelope{}, s.fail(ctx, "newest envelope", "newest", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,6 +44,12 @@ func toStatus(err error) (error, bool) {
 	}
 	code := codes.Unavailable
 	switch {
+	case errors.Is(err, ports.ErrQuarantined):
+		// Before InvalidArgument, which it wraps.
+		return status.Error(codes.FailedPrecondition, err.Error()), false
+	case errors.Is(err, ports.ErrCommitPending):
+		// Aborted like an epoch conflict, told apart by its prefix.
+		return status.Error(codes.Aborted, commitPendingPrefix+err.Error()), false
 	case errors.Is(err, ports.ErrInvalidArgument):
 		code = codes.InvalidArgument
 	case errors.Is(err, ports.ErrNotFound):
@@ -81,8 +88,15 @@ func (s *Server) status(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, "unavailable (ref "+hex.EncodeToString(ref)+")")
 }
 
+// commitPendingPrefix starts the message of an Aborted status that
+// carries [ports.ErrCommitPending] (COMP-419).
+const commitPendingPrefix = "commit pending: "
+
+// errNoWitness answers Report and Lift on a service that takes neither.
+var errNoWitness = fmt.Errorf("%w: the delivery service takes no reports or lifts (commit acceptance in two phases is off)", ports.ErrInvalidArgument)
+
 func isPortsErr(err error) bool {
-	for _, s := range []error{ports.ErrInvalidArgument, ports.ErrNotFound, ports.ErrUnauthenticated,
+	for _, s := range []error{ports.ErrCommitPending, ports.ErrInvalidArgument, ports.ErrNotFound, ports.ErrUnauthenticated,
 		ports.ErrRateLimited, ports.ErrEpochConflict, ports.ErrConflict, ports.ErrUnavailable, ports.ErrClosed} {
 		if errors.Is(err, s) {
 			return true
@@ -95,7 +109,9 @@ func isPortsErr(err error) bool {
 // sentinel of its class: InvalidArgument → [ports.ErrInvalidArgument],
 // NotFound → [ports.ErrNotFound], Unauthenticated →
 // [ports.ErrUnauthenticated], ResourceExhausted → [ports.ErrRateLimited],
-// Aborted → [ports.ErrEpochConflict], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
+// Aborted → [ports.ErrEpochConflict] (or [ports.ErrCommitPending] when its
+// message starts "commit pending: "), FailedPrecondition →
+// [ports.ErrQuarantined], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
 // call may be retried). When ctx has ended, the result also wraps ctx's
 // error.
 func FromStatus(ctx context.Context, op string, err error) error {
@@ -117,7 +133,12 @@ func FromStatus(ctx context.Context, op string, err error) error {
 	case codes.ResourceExhausted:
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrRateLimited, msg)
 	case codes.Aborted:
+		if strings.HasPrefix(msg, commitPendingPrefix) {
+			return fmt.Errorf("%s: %w: %s", op, ports.ErrCommitPending, strings.TrimPrefix(msg, commitPendingPrefix))
+		}
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrEpochConflict, msg)
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%s: %w: %s", op, ports.ErrQuarantined, msg)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w: %w", op, ports.ErrUnavailable, context.DeadlineExceeded)
 	case codes.Canceled:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/regroup-mls/regroup/adapters/mls"
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -11,4 +12,17 @@ import (
 // of at most cacheBytes of encoding between calls (COMP-380).
 func publicValidator(cacheBytes int) ports.PublicGroups {
 	return mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: cacheBytes})
+}
+
+// twoPhase returns the options of commit acceptance in two phases, nil
+// when -two-phase is off. A grace period of 0 confirms on the first OK.
+func twoPhase(cfg config) *delivery.TwoPhaseOptions {
+	if !cfg.TwoPhase {
+		return nil
+	}
+	grace := cfg.GracePeriod
+	if grace == 0 {
+		grace = -1
+	}
+	return &delivery.TwoPhaseOptions{GracePeriod: grace, Expiry: cfg.PendingExpiry}
 }

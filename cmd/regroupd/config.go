@@ -48,6 +48,12 @@ type config struct {
 	// PublicCacheBytes bounds commit acceptance's cache of decoded public
 	// states, in bytes of their encoding; negative keeps none (COMP-380).
 	PublicCacheBytes int
+	// TwoPhase runs commit acceptance in two phases (needs
+	// AcceptCommits): commits by inboxes that are not super admins wait
+	// for a witness (COMP-410). GracePeriod (0: none) and PendingExpiry
+	// are its timers.
+	TwoPhase                   bool
+	GracePeriod, PendingExpiry time.Duration
 
 	// Reads.
 	MaxPageBytes    int
@@ -191,6 +197,9 @@ func parseConfig(args []string) (config, error) {
 	boolean(&c.Pprof, "pprof", "REGROUPD_PPROF", false, "serve Go profiles under /debug/pprof/ on the health listener (keep that listener private)")
 	boolean(&c.CheckKeyPackages, "check-key-packages", "REGROUPD_CHECK_KEY_PACKAGES", true, "validate published key packages (RFC 9420 §10.1, JOIN-090) with the built-in MLS engine")
 	boolean(&c.AcceptCommits, "accept-commits", "REGROUPD_ACCEPT_COMMITS", false, "follow every registered group's public state and refuse commits and GroupInfos that fail public validation or the role policy (commit acceptance)")
+	boolean(&c.TwoPhase, "two-phase", "REGROUPD_TWO_PHASE", false, "with -accept-commits, take commits by inboxes that are not super admins in two phases: pending until a witness reports (ADR-0030)")
+	duration(&c.GracePeriod, "grace-period", "REGROUPD_GRACE_PERIOD", 10*time.Second, "with -two-phase, time from a pending commit's first report to its confirmation; 0 confirms on the first OK")
+	duration(&c.PendingExpiry, "pending-expiry", "REGROUPD_PENDING_EXPIRY", 72*time.Hour, "with -two-phase, time after which a pending commit without reports expires")
 	integer(&c.PublicCacheBytes, "public-cache-bytes", "REGROUPD_PUBLIC_CACHE_BYTES", mls.DefaultPublicCacheBytes, "with -accept-commits, bytes of encoded public state whose decoded groups are kept between commits; negative keeps none")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
 	integer(&budgetMiB, "read-budget-mib", "REGROUPD_READ_BUDGET_MIB", 256, "MiB of stored envelopes all reads together may hold in memory")
@@ -250,6 +259,12 @@ func parseConfig(args []string) (config, error) {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("-tls-cert and -tls-key go together")
+	}
+	if c.TwoPhase && !c.AcceptCommits {
+		return c, fmt.Errorf("-two-phase needs -accept-commits")
+	}
+	if c.GracePeriod < 0 || c.PendingExpiry <= 0 {
+		return c, fmt.Errorf("-grace-period must not be negative and -pending-expiry must be positive")
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return c, fmt.Errorf("-log-format: %q is neither json nor text", c.LogFormat)

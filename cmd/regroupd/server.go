@@ -85,6 +85,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	}
 	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
 		PublicGroups:        pg,
+		TwoPhase:            twoPhase(cfg),
 		KeyPackageValidator: kpv,
 		Clock:               clock.System{},
 		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,
@@ -141,6 +142,13 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 			}
 		})
 	}()
+	if s.svc.TwoPhase() {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.svc.RunAcceptance(bg, func(err error) { log.Warn("deciding pending commits failed", "err", err) })
+		}()
+	}
 	if cfg.postgres() && cfg.PostgresNotify {
 		s.wg.Add(1)
 		go func() {

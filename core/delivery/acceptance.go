@@ -72,6 +72,7 @@ type groupTrack struct {
 	advanced bool
 	commit   int
 	info     int
+	pendingTrack
 }
 
 // accept checks the batch's commits and GroupInfos against their groups'
@@ -94,10 +95,14 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		default:
 			t.stored, t.state, t.epoch = &st, st.State, st.Epoch
 		}
+		if err := s.loadPending(ctx, t); err != nil {
+			return nil, err
+		}
 		tracks[string(group)] = t
 		order = append(order, t)
 		return t, nil
 	}
+	pendingEpochs := map[string]uint64{}
 	for i, env := range envs {
 		topic := env.GetTargetTopic()
 		if ports.TopicKind(topic[0]) != ports.TopicGroupMessages {
@@ -105,6 +110,9 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		}
 		msg := env.GetGroupMessage()
 		if h, ok := peekFrame(msg); !ok || h.wireFormat != wirePublicMessage || h.contentType != contentCommit {
+			if err := s.pendingMessage(ctx, i, topic, msg, pendingEpochs); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		t, err := load(topic[1:])
@@ -116,11 +124,17 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		}
 		digest := sha256.Sum256(msg)
 		rows[i].DedupKey = digest[:]
+		if t.republishedPending(digest[:]) {
+			continue // the pending commit again: the store answers its id
+		}
 		pc, err := guarded(func() (ports.PublicCommit, error) { return pg.Apply(ctx, t.state, msg) })
 		if err != nil {
 			if ports.RefusalReason(err) == ports.RefusedEpoch && !t.advanced && t.stored != nil &&
 				bytes.Equal(t.stored.CommitDigest, digest[:]) {
 				continue // the commit that led to the state, again: the store answers its id
+			}
+			if err := pendingEpochRefusal(i, topic, t, err); err != nil {
+				return nil, err
 			}
 			return nil, refusePublic(i, topic, err)
 		}
@@ -135,6 +149,9 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 			return nil, &refusal{reason: policyReason(err), kind: KindName(topic),
 				err: fmt.Errorf("envelope %d: %w: commit to group %x refused by the role policy: %w", i, ports.ErrInvalidArgument, t.group, err)}
 		}
+		if err := s.phase(i, topic, t, before, pc); err != nil {
+			return nil, err
+		}
 		t.state, t.view, t.epoch = pc.Next.State, &pc.Next.View, pc.Next.View.Epoch
 		t.advanced, t.commit = true, i
 	}
@@ -147,6 +164,12 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		t, err := load(topic[1:])
 		if err != nil {
 			return nil, err
+		}
+		if t.republished {
+			if err := s.republishedInfo(ctx, i, topic, t, msg, &rows[i]); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if t.stored == nil && !t.register {
 			ps, err := guarded(func() (ports.PublicState, error) { return pg.Open(ctx, msg) })
@@ -179,6 +202,7 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		if t.register || t.advanced {
 			a.State = t.state
 		}
+		t.finishAdvance(&a, rows, envs, s.opts.Clock.Now())
 		adv = append(adv, a)
 	}
 	return adv, nil

@@ -124,6 +124,14 @@ type Options struct {
 	// publish fails with an error wrapping [ports.ErrUnavailable]. Nil
 	// (the default) stores group messages unchecked.
 	PublicGroups ports.PublicGroups
+	// TwoPhase, with PublicGroups, runs commit acceptance in two phases
+	// (twophase.go): commits by inboxes that are not super admins wait as
+	// their group's pending commit for witnesses' reports. It needs a
+	// store that implements [ports.AcceptanceStore]; without it (or
+	// without PublicGroups) every publish fails with an error wrapping
+	// [ports.ErrUnavailable]. Nil (the default) takes every accepted
+	// commit at once.
+	TwoPhase *TwoPhaseOptions
 	// Quotas bound the bytes one installation key stores per topic kind
 	// and window (COMP-325); nil selects [DefaultQuotas], a kind missing
 	// from a non-nil map or with Bytes <= 0 has none. A publish beyond a
@@ -186,6 +194,11 @@ type Service struct {
 	states    ports.PublicStateStore
 	viewer    ports.PublicStateViewer
 	acceptErr error
+	// acc, tp and wake serve two phases (twophase.go); acc is nil when
+	// they are off.
+	acc  ports.AcceptanceStore
+	tp   TwoPhaseOptions
+	wake chan struct{}
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -205,6 +218,7 @@ func New(store ports.EnvelopeStore, opts *Options) *Service {
 			s.acceptErr = fmt.Errorf("%w: commit acceptance is on but the validator %T cannot view a stored state", ports.ErrUnavailable, o.PublicGroups)
 		}
 	}
+	s.setupTwoPhase()
 	return s
 }
 
@@ -299,7 +313,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		if len(advances) == 0 {
 			out, err = s.store.Append(ctx, rows)
 		} else {
-			out, err = s.states.AppendWithState(ctx, rows, advances)
+			out, err = s.appendWithState(ctx, rows, advances, now)
 		}
 		if !errors.Is(err, ports.ErrStateMoved) || attempt >= maxStateRetries {
 			break
@@ -320,7 +334,27 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 	if err != nil {
 		return nil, nil, err
 	}
+	s.accepted(advances)
 	return kinds, out, nil
+}
+
+// appendWithState stores rows with the advances, and the notices of
+// pending commits they supersede (pending.go); it returns the ids of
+// rows.
+func (s *Service) appendWithState(ctx context.Context, rows []ports.NewStoredEnvelope, advances []ports.PublicStateAdvance, now time.Time) ([]uint64, error) {
+	all, adv, pos, err := withSupersededNotices(rows, advances, now)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.states.AppendWithState(ctx, all, adv)
+	if err != nil || len(all) == len(rows) {
+		return ids, err
+	}
+	out := make([]uint64, len(rows))
+	for i, p := range pos {
+		out[i] = ids[p]
+	}
+	return out, nil
 }
 
 func (s *Service) expiry(kind ports.TopicKind, now time.Time) int64 {
@@ -450,6 +484,7 @@ func decodeStored(r ports.StoredEnvelope) (*backendpb.OriginatorEnvelope, error)
 		SequenceId:        r.SequenceID,
 		ServerTimestampNs: r.ServerTimestampNS,
 		Envelope:          env,
+		Pending:           r.Pending,
 	}, nil
 }
 
@@ -525,6 +560,9 @@ func (s *Service) SweepExpired(ctx context.Context) (int64, error) {
 	n, err := s.store.DeleteExpired(ctx, s.opts.Clock.Now().UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("sweep expired: %w", err)
+	}
+	if err := s.sweepReports(ctx); err != nil {
+		return n, fmt.Errorf("sweep expired: %w", err)
 	}
 	return n, nil
 }
