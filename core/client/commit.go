@@ -247,7 +247,7 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 				// earlier attempt) pends: read the topic and wait for
 				// the decision.
 				if err := c.processGroup(ctx, groupID); err != nil {
-					return 0, false, err
+					return 0, false, awaitUnavailable(err)
 				}
 				return 0, false, fmt.Errorf("commit: %w", ErrCommitAwaiting)
 			}
@@ -264,15 +264,19 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			return 0, false, fmt.Errorf("commit: publish: %w", err)
 		}
 		if err := c.processGroup(ctx, groupID); err != nil {
+			if held, _ := c.intent(ctx, groupID); held != nil && held.Held != 0 {
+				return 0, false, awaitUnavailable(err) // read back pending already
+			}
 			return 0, false, err
 		}
 		if in, err = c.intent(ctx, groupID); err != nil || in == nil {
 			return 0, false, err
 		}
 	} else if in.State == intentPending {
-		// Held pending: read on for its decision.
+		// Held pending: read on for its decision; a delivery service
+		// out of reach is waited for like the decision.
 		if err := c.processGroup(ctx, groupID); err != nil {
-			return 0, false, err
+			return 0, false, awaitUnavailable(err)
 		}
 		if in, err = c.intent(ctx, groupID); err != nil || in == nil {
 			return 0, false, err
@@ -299,6 +303,17 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 	}
 	// Published but not yet visible on the topic: the workers settle it.
 	return 0, false, fmt.Errorf("commit: published but not yet read back: %w", ports.ErrUnavailable)
+}
+
+// awaitUnavailable makes a delivery service out of reach, while an own
+// commit is published and read back, a wait like that for a decision: the
+// intent keeps the commit, and the next try publishes the same bytes or
+// reads them back.
+func awaitUnavailable(err error) error {
+	if errors.Is(err, ports.ErrUnavailable) {
+		return fmt.Errorf("commit: %w (%v)", ErrCommitAwaiting, err)
+	}
+	return err
 }
 
 func (c *Client) intent(ctx context.Context, groupID []byte) (in *intent, err error) {

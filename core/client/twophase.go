@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
@@ -333,12 +334,22 @@ func contains(xs []string, x string) bool {
 }
 
 // otherPending reports whether the group holds another installation's
-// commit pending.
-func (c *Client) otherPending(ctx context.Context, groupID []byte) (bool, error) {
-	var pc *pendingCommit
-	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
-		pc, err = loadPendingCommit(ctx, tx, groupID)
-		return err
+// commit pending that this installation's commit must wait for: a super
+// admin's commit does not wait, it supersedes the pending one (ADR-0030
+// Decision 2).
+func (c *Client) otherPending(ctx context.Context, groupID []byte) (wait bool, err error) {
+	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		pc, err := loadPendingCommit(ctx, tx, groupID)
+		if err != nil || pc == nil || pc.Own {
+			return err
+		}
+		v, err := c.deps.MLS.Group(ctx, tx, groupID)
+		if err != nil {
+			return err
+		}
+		r, err := policy.RolesOf(v)
+		wait = err != nil || !r.SuperAdmin(c.InboxID())
+		return nil
 	})
-	return pc != nil && !pc.Own, err
+	return wait, err
 }
