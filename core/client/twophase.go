@@ -260,14 +260,14 @@ func (c *Client) confirmed(ctx context.Context, tx ports.Tx, g ports.Group, pc *
 			return err
 		}
 		out.acceptance.stuck = append(out.acceptance.stuck, stuckReport{seq: pc.Seq, reason: reasonOf(err)})
-		if err := markStuck(ctx, tx, g.ID, pc.Seq); err != nil {
+		if err := markStuck(ctx, tx, g.ID, pc.Seq, reasonOf(err)); err != nil {
 			return err
 		}
 		return c.failed(ctx, tx, g, e, h, before, err, out)
 	}
 	if p.Kind != ports.ProcessedCommit {
 		out.acceptance.stuck = append(out.acceptance.stuck, stuckReport{seq: pc.Seq, reason: ports.ReportMalformed})
-		return markStuck(ctx, tx, g.ID, pc.Seq)
+		return markStuck(ctx, tx, g.ID, pc.Seq, ports.ReportMalformed)
 	}
 	merged := out.merged
 	out.merged = false
@@ -276,7 +276,7 @@ func (c *Client) confirmed(ctx context.Context, tx ports.Tx, g ports.Group, pc *
 	}
 	if !out.merged { // refused by this installation's role policy
 		out.acceptance.stuck = append(out.acceptance.stuck, stuckReport{seq: pc.Seq, reason: ports.ReportPolicy})
-		if err := markStuck(ctx, tx, g.ID, pc.Seq); err != nil {
+		if err := markStuck(ctx, tx, g.ID, pc.Seq, ports.ReportPolicy); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/regroup-mls/regroup/core/internal/mlsframe"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // witness returns the transport's [ports.Witness], or nil when the
@@ -113,8 +114,8 @@ type stuckRecord struct {
 	Reported bool   `json:"reported,omitempty"`
 }
 
-func markStuck(ctx context.Context, tx ports.Tx, groupID []byte, seq uint64) error {
-	return putJSON(ctx, tx, nsStuck, groupID, stuckRecord{Seq: seq})
+func markStuck(ctx context.Context, tx ports.Tx, groupID []byte, seq uint64, reason string) error {
+	return putJSON(ctx, tx, nsStuck, groupID, stuckRecord{Seq: seq, Reason: reason})
 }
 
 func putJSON(ctx context.Context, tx ports.Tx, ns string, groupID []byte, v any) error {
@@ -228,13 +229,46 @@ func (c *Client) repairStuck(ctx context.Context, groupID []byte) error {
 			return err
 		}
 	}
-	if _, err := c.joinExternal(ctx, groupID, externalResync); err != nil {
+	at, err := c.joinExternal(ctx, groupID, externalResync)
+	if err != nil {
 		c.acc.due(groupID)
 		return fmt.Errorf("resync of stuck group %x: %w", groupID, err)
 	}
 	return c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+		if err := c.replayQuarantines(ctx, tx, groupID, s.Seq, at); err != nil {
+			return err
+		}
 		return tx.Blobs().Delete(ctx, nsStuck, hex.EncodeToString(groupID))
 	})
+}
+
+// replayQuarantines applies the quarantine notices between the stuck
+// commit and the resync that skipped them (COMP-449).
+func (c *Client) replayQuarantines(ctx context.Context, tx ports.Tx, groupID []byte, from, to uint64) error {
+	for after := from; after < to; {
+		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), after, pageSize)
+		if err != nil {
+			return fmt.Errorf("group %x: %w", groupID, err)
+		}
+		moved := false
+		for _, e := range envs {
+			if e.GetSequenceId() <= after || e.GetSequenceId() >= to {
+				continue
+			}
+			after, moved = e.GetSequenceId(), true
+			n := e.GetEnvelope().GetAcceptanceNotice()
+			lifted := n.GetOutcome() == backendpb.AcceptanceNotice_LIFTED
+			if (lifted || n.GetOutcome() == backendpb.AcceptanceNotice_QUARANTINED) && len(n.GetInboxId()) > 0 {
+				if err := updateQuarantine(ctx, tx, groupID, string(n.GetInboxId()), lifted); err != nil {
+					return err
+				}
+			}
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Quarantines (ADR-0030 Decision 5) as the group's notices told them.

@@ -2,7 +2,6 @@ package hostile_test
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/client"
@@ -196,4 +195,145 @@ func TestGate08_PendingCommitSurvivesRegroupdKill(t *testing.T) {
 	})
 }
 
-var _ = strings.Contains
+
+// TestGate05_ExpiredCommitWithoutQuarantineRetried: a member's commit
+// nobody reports on expires after the time-out, nobody is quarantined,
+// and the committer's client builds the change again, which witnesses
+// then confirm.
+func TestGate05_ExpiredCommitWithoutQuarantineRetried(t *testing.T) {
+	eachDB(t, func(t *testing.T, mode string) {
+		g := newGate(t, mode, "-pending-expiry", "300ms")
+		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
+		id := g.group(alice, []*world.Member{bob, carol}, nil)
+		e0 := epoch(alice, id)
+		events := bob.C.Events()
+		done := async(func() error { return bob.Conv(id).UpdateKeys(g.Ctx) })
+		var seq uint64
+		for seq == 0 {
+			if ev, ok := (<-events).(client.CommitPendingEvent); ok && ev.Own {
+				seq = ev.CommitSequenceID
+			}
+		}
+		g.notice(alice, id, seq, backendpb.AcceptanceNotice_EXPIRED) // nobody reported
+		if err := g.until(done, alice, carol); err != nil {
+			t.Fatalf("bob's expired change, built again: %v", err)
+		}
+		if hasNotice(g, alice, id, seq, backendpb.AcceptanceNotice_QUARANTINED) {
+			t.Fatal("an expiry quarantined")
+		}
+		g.honest(id, nil, alice, bob, carol)
+		if epoch(alice, id) != e0+1 {
+			t.Fatalf("epoch %d, want %d", epoch(alice, id), e0+1)
+		}
+	})
+}
+
+// TestGate03_ConfirmedWhileOfflineStuckReportsQuarantineResync: a commit
+// whose path secrets only the owner's device can read is confirmed on the
+// owner's OK while the other members are offline; back online, each finds
+// it cannot process the confirmed commit, reports stuck (reason path),
+// which quarantines the committer's inbox afterwards, and resyncs.
+func TestGate03_ConfirmedWhileOfflineStuckReportsQuarantineResync(t *testing.T) {
+	eachDB(t, func(t *testing.T, mode string) {
+		g := newGate(t, mode)
+		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
+		h := hostile.New(g.World, "mallory")
+		id := g.group(alice, []*world.Member{h.Member, bob, carol}, nil)
+		owner, err := h.Leaves(id, alice.C.InboxID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := h.Commit(id, hostile.Lie{PathTo: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice.Sync() // bob and carol are offline
+		g.notice(alice, id, seq, backendpb.AcceptanceNotice_CONFIRMED)
+		alice.Sync()
+		if hasNotice(g, alice, id, 0, backendpb.AcceptanceNotice_QUARANTINED) {
+			t.Fatal("quarantined before any stuck report")
+		}
+		for _, m := range []*world.Member{bob, carol} {
+			done := async(func() error { return m.C.SyncAll(g.Ctx) }) // stuck: report, then resync
+			if err := g.until(done, alice); err != nil {
+				t.Logf("%s: %v", m.Name, err)
+			}
+		}
+		n := g.notice(alice, id, 0, backendpb.AcceptanceNotice_QUARANTINED)
+		if string(n.GetInboxId()) != h.C.InboxID() {
+			t.Fatalf("quarantined %q, want the committer", n.GetInboxId())
+		}
+		st := g.notice(alice, id, seq, backendpb.AcceptanceNotice_STUCK)
+		if vs := verdicts(st); vs[bob.C.InboxID()] != "STUCK/path" && vs[carol.C.InboxID()] != "STUCK/path" {
+			t.Fatalf("stuck reports %v, want STUCK/path", vs)
+		}
+		g.honest(id, []string{h.C.InboxID()}, alice, bob, carol)
+	})
+}
+
+// TestGate04_LyingWitnessAndFalseStuckLiftedAndRemoved: a lying witness's
+// refusal drops an honest commit and quarantines its committer; an owner
+// lifts the quarantine and removes the liar. Another liar's false stuck
+// report after a confirmation quarantines the committer again; the owner
+// lifts and removes that liar too, and the committer commits again.
+func TestGate04_LyingWitnessAndFalseStuckLiftedAndRemoved(t *testing.T) {
+	eachDB(t, func(t *testing.T, mode string) {
+		g := newGate(t, mode)
+		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
+		liar1, liar2 := hostile.New(g.World, "liar1"), hostile.New(g.World, "liar2")
+		id := g.group(alice, []*world.Member{bob, carol, liar1.Member, liar2.Member}, nil)
+		honest := []*world.Member{alice, bob, carol}
+		lift := func(inbox string, remove *hostile.Member) {
+			t.Helper()
+			if err := alice.Conv(id).LiftQuarantine(g.Ctx, inbox); err != nil {
+				t.Fatalf("lift: %v", err)
+			}
+			if err := alice.Conv(id).RemoveMembers(g.Ctx, remove.C.InboxID()); err != nil {
+				t.Fatalf("removing the liar: %v", err)
+			}
+			world.SyncAll(honest...)
+			if q, _ := bob.Conv(id).Quarantined(g.Ctx); len(q) != 0 {
+				t.Fatalf("quarantine list after the lift: %v", q)
+			}
+		}
+
+		liar1.LieAsWitness(ports.ReportTag)
+		done := async(func() error { return bob.Conv(id).UpdateKeys(g.Ctx) })
+		if err := g.until(done, liar1.Member); !errors.Is(err, client.ErrCommitDropped) {
+			t.Fatalf("bob's commit refused by the liar: %v, want ErrCommitDropped", err)
+		}
+		world.SyncAll(honest...)
+		if q, _ := carol.Conv(id).Quarantined(g.Ctx); len(q) != 1 || q[0] != bob.C.InboxID() {
+			t.Fatalf("quarantine list after the lie: %v", q)
+		}
+		lift(bob.C.InboxID(), liar1)
+
+		events := bob.C.Events()
+		done = async(func() error { return bob.Conv(id).UpdateKeys(g.Ctx) })
+		if err := g.until(done, alice, carol); err != nil {
+			t.Fatal(err)
+		}
+		var seq uint64
+		for seq == 0 {
+			if ev, ok := (<-events).(client.CommitDecisionEvent); ok && ev.Own && ev.Outcome == "confirmed" {
+				seq = ev.CommitSequenceID
+			}
+		}
+		liar2.Sync()
+		if err := liar2.FalseStuck(id, seq, ports.ReportTag); err != nil {
+			t.Fatal(err)
+		}
+		g.notice(alice, id, seq, backendpb.AcceptanceNotice_STUCK)
+		world.SyncAll(honest...)
+		if q, _ := carol.Conv(id).Quarantined(g.Ctx); len(q) != 1 || q[0] != bob.C.InboxID() {
+			t.Fatalf("quarantine list after the false stuck report: %v", q)
+		}
+		lift(bob.C.InboxID(), liar2)
+
+		done = async(func() error { return bob.Conv(id).UpdateKeys(g.Ctx) })
+		if err := g.until(done, alice, carol); err != nil {
+			t.Fatalf("bob's commit after the lifts: %v", err)
+		}
+		g.honest(id, nil, honest...)
+	})
+}
