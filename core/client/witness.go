@@ -234,21 +234,34 @@ func (c *Client) repairStuck(ctx context.Context, groupID []byte) error {
 		c.acc.due(groupID)
 		return fmt.Errorf("resync of stuck group %x: %w", groupID, err)
 	}
+	qs, err := c.quarantineNotices(ctx, groupID, s.Seq, at)
+	if err != nil {
+		c.logger.Warn("quarantine notices before the resync not read", "group", fmt.Sprintf("%x", groupID), "err", err)
+	}
 	return c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
-		if err := c.replayQuarantines(ctx, tx, groupID, s.Seq, at); err != nil {
-			return err
+		for _, q := range qs {
+			if err := updateQuarantine(ctx, tx, groupID, q.inbox, q.lifted); err != nil {
+				return err
+			}
 		}
 		return tx.Blobs().Delete(ctx, nsStuck, hex.EncodeToString(groupID))
 	})
 }
 
-// replayQuarantines applies the quarantine notices between the stuck
-// commit and the resync that skipped them (COMP-449).
-func (c *Client) replayQuarantines(ctx context.Context, tx ports.Tx, groupID []byte, from, to uint64) error {
+type quarantineNotice struct {
+	inbox  string
+	lifted bool
+}
+
+// quarantineNotices reads the quarantine notices between the stuck
+// commit and the resync that skipped them, for the quarantine list
+// (COMP-449).
+func (c *Client) quarantineNotices(ctx context.Context, groupID []byte, from, to uint64) ([]quarantineNotice, error) {
+	var out []quarantineNotice
 	for after := from; after < to; {
 		envs, err := c.deps.Transport.Query(ctx, groupTopic(groupID), after, pageSize)
 		if err != nil {
-			return fmt.Errorf("group %x: %w", groupID, err)
+			return out, fmt.Errorf("group %x: %w", groupID, err)
 		}
 		moved := false
 		for _, e := range envs {
@@ -259,16 +272,14 @@ func (c *Client) replayQuarantines(ctx context.Context, tx ports.Tx, groupID []b
 			n := e.GetEnvelope().GetAcceptanceNotice()
 			lifted := n.GetOutcome() == backendpb.AcceptanceNotice_LIFTED
 			if (lifted || n.GetOutcome() == backendpb.AcceptanceNotice_QUARANTINED) && len(n.GetInboxId()) > 0 {
-				if err := updateQuarantine(ctx, tx, groupID, string(n.GetInboxId()), lifted); err != nil {
-					return err
-				}
+				out = append(out, quarantineNotice{inbox: string(n.GetInboxId()), lifted: lifted})
 			}
 		}
 		if !moved {
-			return nil
+			break
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // Quarantines (ADR-0030 Decision 5) as the group's notices told them.

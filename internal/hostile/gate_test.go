@@ -195,7 +195,6 @@ func TestGate08_PendingCommitSurvivesRegroupdKill(t *testing.T) {
 	})
 }
 
-
 // TestGate05_ExpiredCommitWithoutQuarantineRetried: a member's commit
 // nobody reports on expires after the time-out, nobody is quarantined,
 // and the committer's client builds the change again, which witnesses
