@@ -28,6 +28,7 @@ type metrics struct {
 	idWait    prometheus.Histogram
 	dbErrors  *prometheus.CounterVec
 	dbRetries *prometheus.CounterVec
+	accept    *acceptMetrics
 }
 
 func newMetrics() *metrics {
@@ -47,6 +48,7 @@ func newMetrics() *metrics {
 			Help: "Database calls that failed, by operation."}, []string{"op"}),
 		dbRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "database_retries_total",
 			Help: "Database operations tried again, by operation."}, []string{"op"}),
+		accept: newAcceptMetrics(),
 	}
 }
 
@@ -109,6 +111,7 @@ func (s *server) newRegistry() *prometheus.Registry {
 		func() float64 { return float64(stats().DecodeFailures) })
 	counter("hidden_errors_total", "Failures answered with a bare unavailable, their details logged.", nil,
 		func() float64 { return float64(stats().HiddenErrors) })
-	s.registerFairMetrics(reg) // limits.go
+	s.registerFairMetrics(reg)   // limits.go
+	s.registerAcceptMetrics(reg) // acceptance_metrics.go
 	return reg
 }

@@ -47,4 +47,7 @@ var refusalReasons = []string{delivery.RefusedUnauthenticated, delivery.RefusedB
 	delivery.RefusedPayload, delivery.RefusedWelcome, delivery.RefusedIdentityUpdate, delivery.RefusedKeyPackage,
 	delivery.RefusedSignature, delivery.RefusedPublisher, delivery.RefusedUnavailable}
 
-func init() { refusalReasons = append(refusalReasons, delivery.PublicRefusalReasons...) }
+func init() {
+	refusalReasons = append(refusalReasons, delivery.PublicRefusalReasons...)
+	refusalReasons = append(refusalReasons, delivery.RefusedCommitPending, delivery.RefusedQuarantined)
+}

@@ -261,3 +261,13 @@ func (s *Service) sweepReports(ctx context.Context) error {
 	_, err := s.acc.DeleteDecidedBefore(ctx, s.opts.Clock.Now().Add(-s.tp.ReportRetention).UnixNano())
 	return err
 }
+
+// PendingCount returns how many commits are pending now (0 when two
+// phases are off).
+func (s *Service) PendingCount(ctx context.Context) (int, error) {
+	if !s.twoPhase() {
+		return 0, nil
+	}
+	ps, err := s.acc.PendingCommits(ctx)
+	return len(ps), err
+}

@@ -42,6 +42,9 @@ type twoPhase struct {
 	obs   *events
 	// schema is the PostgreSQL schema, empty on SQLite.
 	schema string
+	// alice (a super admin of every group), bob and carol are the
+	// members of each group the harness makes.
+	alice, bob, carol *world.Member
 }
 
 // events counts what the service observed.
@@ -88,8 +91,15 @@ func newTwoPhase(t *testing.T, mode string) *twoPhase {
 		p.store.Close()
 	})
 	p.svc = p.newService(p.store)
-	p.World = world.NewEmbeddedOn(t, p.svc, 2*time.Minute)
+	p.World = world.NewEmbeddedOn(t, p.svc, 4*time.Minute)
+	p.alice, p.bob, p.carol = p.Member("alice", world.Config{}), p.Member("bob", world.Config{}), p.Member("carol", world.Config{})
 	return p
+}
+
+// use makes the harness fail t, a subtest, with fresh event counts.
+func (p *twoPhase) use(t *testing.T) {
+	p.t, p.World.T = t, t
+	*p.obs = *newEvents()
 }
 
 func (p *twoPhase) openStore() *deliverydb.Store {
@@ -117,7 +127,7 @@ func (p *twoPhase) newService(store *deliverydb.Store) *delivery.Service {
 // (members) and their registered group.
 func (p *twoPhase) group() (alice, bob, carol *world.Member, id []byte) {
 	p.t.Helper()
-	alice, bob, carol = p.Member("alice", world.Config{}), p.Member("bob", world.Config{}), p.Member("carol", world.Config{})
+	alice, bob, carol = p.alice, p.bob, p.carol
 	g, err := alice.C.CreateGroup(p.Ctx, client.GroupOptions{Name: "g", Members: []string{bob.C.InboxID(), carol.C.InboxID()}})
 	if err != nil {
 		p.t.Fatal(err)
@@ -292,4 +302,41 @@ func (p *twoPhase) stage(m *world.Member, id []byte) uint64 {
 		p.t.Fatalf("%s's commit %d is not the pending one (%v, %v)", m.Name, ids[0], pc.CommitSeq, ok)
 	}
 	return ids[0]
+}
+
+// twoPhaseRules are the rule tests, each on a group of its own among the
+// harness's members.
+var twoPhaseRules = []struct {
+	name string
+	fn   func(t *testing.T, p *twoPhase)
+}{
+	{"ADR0030D1_SuperAdminAtOnceOthersPend", ruleADR0030D1_SuperAdminAtOnceOthersPend},
+	{"ADR0030D2_WhilePending", ruleADR0030D2_WhilePending},
+	{"ADR0030D2_SuperAdminSupersedes", ruleADR0030D2_SuperAdminSupersedes},
+	{"ADR0030D3_Witnesses", ruleADR0030D3_Witnesses},
+	{"ADR0030D4_ConfirmedAtGraceEnd", ruleADR0030D4_ConfirmedAtGraceEnd},
+	{"ADR0030D4_RefusalDropsAndQuarantines", ruleADR0030D4_RefusalDropsAndQuarantines},
+	{"ADR0030D4_Expires", ruleADR0030D4_Expires},
+	{"ADR0030D6_StuckReports", ruleADR0030D6_StuckReports},
+	{"ADR0030D5_RemovalEndsQuarantine", ruleADR0030D5_RemovalEndsQuarantine},
+	{"ADR0030D2_PendingSurvivesRestart", ruleADR0030D2_PendingSurvivesRestart},
+	{"ADR0030D4_ReplicasDecideOnce", ruleADR0030D4_ReplicasDecideOnce},
+	{"ADR0030D3_ReportsKept30Days", ruleADR0030D3_ReportsKept30Days},
+	{"ADR0030D4_NoGraceConfirmsOnFirstOK", ruleADR0030D4_NoGraceConfirmsOnFirstOK},
+	{"COMP417_ClientNoticeRefused", ruleCOMP417_ClientNoticeRefused},
+}
+
+// ADR-0030 Decisions 1 to 6, COMP-410 to COMP-424: every rule test on
+// SQLite and on PostgreSQL, each a subtest named by its rule on a fresh
+// group; the members are made once per database (they are what costs).
+func TestADR0030_TwoPhaseRules(t *testing.T) {
+	eachStore(t, func(t *testing.T, mode string) {
+		p := newTwoPhase(t, mode)
+		for _, r := range twoPhaseRules {
+			t.Run(r.name, func(t *testing.T) {
+				p.use(t)
+				r.fn(t, p)
+			})
+		}
+	})
 }
