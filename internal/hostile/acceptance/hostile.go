@@ -1,4 +1,4 @@
-// Package hostile is a hostile member for the tests of two-phase commit
+// Package acceptance is a hostile member for the tests of two-phase commit
 // acceptance (ADR-0030): a real regroup client (a world member) with a
 // decorator over its transport and the test hook of its real MLS engine
 // (internal/mlstesthook), so it can publish commits with corrupted tags,
@@ -6,7 +6,7 @@
 // witness, send false stuck reports and publish its own dropped commit
 // again. Its own client goes on as an honest one would; the tests judge
 // only what the honest members hold.
-package hostile
+package acceptance
 
 import (
 	"context"

@@ -1,11 +1,11 @@
-package hostile_test
+package acceptance_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/regroup-mls/regroup/core/client"
-	"github.com/regroup-mls/regroup/internal/hostile"
+	hostile "github.com/regroup-mls/regroup/internal/hostile/acceptance"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
@@ -334,5 +334,46 @@ func TestGate04_LyingWitnessAndFalseStuckLiftedAndRemoved(t *testing.T) {
 			t.Fatalf("bob's commit after the lifts: %v", err)
 		}
 		g.honest(id, nil, honest...)
+	})
+}
+
+// TestGate07_StuckDeviceRepairedByResync: a device that cannot process
+// a confirmed commit (its path secret was wrong) reports stuck with reason
+// path and repairs itself by resync, witnessed and confirmed like any
+// commit, ending at the group's epoch.
+func TestGate07_StuckDeviceRepairedByResync(t *testing.T) {
+	eachDB(t, func(t *testing.T, mode string) {
+		g := newGate(t, mode)
+		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
+		h := hostile.New(g.World, "mallory")
+		id := g.group(alice, []*world.Member{h.Member, bob, carol}, nil)
+		owners, err := h.Leaves(id, alice.C.InboxID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		bobs, err := h.Leaves(id, bob.C.InboxID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := h.Commit(id, hostile.Lie{PathTo: append(owners, bobs...)}) // carol's secret is wrong
+		if err != nil {
+			t.Fatal(err)
+		}
+		world.Round(alice, bob) // carol is offline
+		g.notice(alice, id, seq, backendpb.AcceptanceNotice_CONFIRMED)
+		world.Round(alice, bob)
+		stuck := carol.Info(id)
+		done := async(func() error { return carol.C.SyncAll(g.Ctx) })
+		if err := g.until(done, alice, bob); err != nil {
+			t.Logf("carol: %v", err)
+		}
+		st := g.notice(alice, id, seq, backendpb.AcceptanceNotice_STUCK)
+		if verdicts(st)[carol.C.InboxID()] != "STUCK/path" {
+			t.Fatalf("carol's stuck report: %v", verdicts(st))
+		}
+		g.honest(id, []string{h.C.InboxID()}, alice, bob, carol)
+		if got := carol.Info(id); got.Epoch != stuck.Epoch+2 {
+			t.Fatalf("carol at epoch %d, stuck at %d: want the confirmed commit and her resync", got.Epoch, stuck.Epoch)
+		}
 	})
 }

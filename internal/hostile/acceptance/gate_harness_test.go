@@ -1,4 +1,4 @@
-package hostile_test
+package acceptance_test
 
 import (
 	"bytes"
