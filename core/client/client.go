@@ -56,6 +56,8 @@ type Client struct {
 	rec      *recovery.Recovery
 
 	locks [64]sync.Mutex
+	// driving: the groups whose own commit a caller drives (driving.go).
+	driving driving
 	// tails and junk are the group topics' read positions past their
 	// stored cursors and the refusals there (COMP-240).
 	tails readpos.Tracker

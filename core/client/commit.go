@@ -116,6 +116,7 @@ func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uin
 // commitAs is commit; w says what a refusal of the Welcomes does.
 func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w welcomes) (uint64, error) {
 	unlock := c.lock(groupID)
+	defer c.driving.start(groupID)()
 	defer func() { unlock() }()
 	if err := c.await(ctx, groupID, &unlock, func() error {
 		_, _, err := c.driveIntent(ctx, groupID)

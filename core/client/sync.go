@@ -229,7 +229,7 @@ func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 			continue
 		}
 		unlock := c.lock(g.ID)
-		if v.intents[id] {
+		if v.intents[id] && !c.driving.active(g.ID) {
 			errs = append(errs, c.settleIntent(ctx, g.ID))
 		}
 		errs = append(errs, c.processGroup(ctx, g.ID))

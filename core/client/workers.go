@@ -304,6 +304,9 @@ func (c *Client) cursors(ctx context.Context) ([]ports.TopicCursor, func(context
 		cursors = append(cursors, ports.TopicCursor{Topic: topic, After: g.Cursor})
 		byTopic[string(topic)] = func(ctx context.Context) error {
 			defer c.lock(id)()
+			if c.driving.active(id) { // its caller settles the intent (driving.go)
+				return c.processGroup(ctx, id)
+			}
 			return errors.Join(c.settleIntent(ctx, id), c.processGroup(ctx, id))
 		}
 	}
