@@ -39,8 +39,8 @@ func BenchmarkTwoPhaseCommit(b *testing.B) {
 			}
 			for _, n := range sizes {
 				b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-					on := benchGroup(b, mode, n, "-accept-commits", "-two-phase", "-grace-period", "200ms", "-pending-expiry", "1h")
-					off := benchGroup(b, mode, n, "-accept-commits")
+					on := benchGroup(b, mode, n, "-accept-commits", "-two-phase", "-grace-period", "0s", "-pending-expiry", "1h", "-max-connections-per-address", "-1")
+					off := benchGroup(b, mode, n, "-accept-commits", "-max-connections-per-address", "-1")
 					var confirm, owner, offd time.Duration
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
