@@ -243,6 +243,13 @@ var migrations = []migration{{
 	version:  7,
 	sqlite:   restoreTables("BLOB", "INTEGER"),
 	postgres: restoreTables("BYTEA", "BIGINT"),
+}, {
+	// Version 9: what a group's catch-up after a restore keeps (catchup.go).
+	// Groups in catch-up keep running; existing databases get an empty
+	// table of taken commits.
+	version:  9,
+	sqlite:   catchUpTables("BLOB", "INTEGER"),
+	postgres: catchUpTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

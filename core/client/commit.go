@@ -194,6 +194,14 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
 				return 0, false, c.dropIntent(ctx, groupID, true, err)
 			}
+			if errors.Is(err, ports.ErrCatchUp) {
+				// The service is in catch-up after a restore (catchup.go):
+				// it takes the merged commits it lacks first; this commit
+				// is not taken now and is built again later.
+				_, uerr := c.uploadMerged(ctx, groupID)
+				c.logErr("catch-up", uerr)
+				return 0, true, c.dropIntent(ctx, groupID, true, err)
+			}
 			if errors.Is(err, ports.ErrEpochConflict) {
 				// Another commit won the epoch on a service that follows
 				// the group's public state: this one was never stored.

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/regroup-mls/regroup/core/client"
+	"github.com/regroup-mls/regroup/internal/world"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// Gate 11 (ADR-0030 Decision 9; COMP-490 to COMP-497): a regroupd with
+// commit acceptance, backed up and restored as docs/operations.md says,
+// catches up from the commits its members upload by themselves. After
+// the backup bob (a member) and alice (the super admin) commit and
+// everyone merges; carol then commits alone (nobody else reads it before
+// the restore). After the restore carol's client uploads its merged
+// commits first: bob's and alice's are taken (another inbox uploads
+// them), carol's own is refused (its committer alone uploads it). Alice
+// then commits for that epoch (a super admin's chain); carol's commit
+// uploaded again is refused without stopping the group, and carol, on
+// the other branch, resyncs. Every member ends at the same epoch and
+// authenticator, not forked, reading and sending, and no sequence id was
+// handed out twice.
+func TestGate11_CatchUpAfterRestore(t *testing.T) {
+	for _, mode := range world.Networked {
+		t.Run(mode, func(t *testing.T) {
+			w := world.NewWithFlags(t, mode, 3*time.Minute, "-accept-commits", "-catch-up-window", "2m")
+			kit := newBackupKit(t, mode, w.Regroupd)
+			alice, bob, carol := w.Member("alice", world.Config{}), w.Member("bob", world.Config{}), w.Member("carol", world.Config{})
+			all := []*world.Member{alice, bob, carol}
+			g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID(), carol.C.InboxID()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			group := g.ID()
+			ids := map[string]uint64{}
+			send := func(m *world.Member, text string) {
+				t.Helper()
+				seq, err := m.Conv(group).Send(w.Ctx, []byte(text))
+				if err != nil {
+					t.Fatalf("%s sends %q: %v", m.Name, text, err)
+				}
+				ids[text] = seq
+			}
+			world.SyncAll(all...)
+			send(alice, "one")
+			world.SyncAll(all...)
+			kit.backup()
+			restored := alice.Info(group).Epoch
+
+			// After the backup: bob's and alice's commits, merged by all,
+			// then carol's, merged by carol alone.
+			if err := bob.Conv(group).UpdateKeys(w.Ctx); err != nil {
+				t.Fatal(err)
+			}
+			world.SyncAll(all...)
+			if err := alice.Conv(group).SetName(w.Ctx, "after the backup"); err != nil {
+				t.Fatal(err)
+			}
+			send(bob, "two")
+			world.SyncAll(all...)
+			world.Agree(t, group, all...)
+			if err := carol.Conv(group).UpdateKeys(w.Ctx); err != nil {
+				t.Fatal(err)
+			}
+			dropped := carol.Info(group).Epoch
+			if dropped != restored+3 {
+				t.Fatalf("carol at epoch %d after three commits since epoch %d", dropped, restored)
+			}
+
+			kit.putBack(true)
+			// Carol reconnects first: her client uploads its merged
+			// commits by itself; her own is not taken.
+			waitServing(t, carol)
+			waitServing(t, alice)
+			waitServing(t, bob)
+			world.Round(alice, bob)
+			world.Agree(t, group, alice, bob)
+			if got := alice.Info(group).Epoch; got != restored+2 {
+				t.Fatalf("alice at epoch %d after the catch-up; want %d (bob's and alice's commits taken back)", got, restored+2)
+			}
+			// A member's own commit during catch-up is not taken.
+			if err := bob.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
+				t.Fatalf("bob's own commit during catch-up: %v; want ErrCatchUp", err)
+			}
+			// The super admin's commit for that epoch: her chain decides.
+			if err := alice.Conv(group).SetName(w.Ctx, "decided"); err != nil {
+				t.Fatalf("the super admin's commit in catch-up: %v", err)
+			}
+			world.Round(alice, bob, carol)
+			// Carol's commit again, by carol: refused, the group not stopped.
+			if n, err := carol.C.UploadMerged(w.Ctx, group); err != nil || n != 2 {
+				t.Fatalf("carol's upload again: %d taken, %v; want her two merged commits of the kept chain", n, err)
+			}
+			if _, err := carol.Conv(group).Resync(w.Ctx); err != nil {
+				t.Fatalf("carol resyncs onto the super admin's chain: %v", err)
+			}
+			world.SyncAll(all...)
+			send(alice, "three")
+			send(carol, "four")
+			world.SyncAll(all...)
+			world.Agree(t, group, all...)
+			for _, m := range all {
+				if st := m.ForkState(group); st == ports.ForkForked {
+					t.Errorf("%s: forked after the catch-up", m.Name)
+				}
+				if name := m.Info(group).Name; name != "decided" {
+					t.Errorf("%s holds the name %q; want the super admin's %q", m.Name, name, "decided")
+				}
+				var got []string
+				for _, msg := range heldMessages(t, m, group) {
+					got = append(got, string(msg.Content))
+				}
+				slices.Sort(got)
+				if want := []string{"four", "one", "three", "two"}; !slices.Equal(got, want) && !(m == carol && slices.Equal(got, []string{"four", "three"})) {
+					t.Errorf("%s holds %q; want %q", m.Name, got, want)
+				}
+			}
+			if ids["three"] <= max(ids["one"], ids["two"]) || ids["four"] <= max(ids["one"], ids["two"]) {
+				t.Errorf("ids %v: an id after the restore not above every id before it", ids)
+			}
+		})
+	}
+}
