@@ -190,17 +190,20 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 		return 0, false, err
 	}
 	if in.State == intentPending {
-		if _, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); err != nil {
+		_, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo))
+		if errors.Is(err, ports.ErrCatchUp) {
+			// The service is in catch-up after a restore (catchup.go): it
+			// takes the merged commits it lacks first, then this commit
+			// once more; refused again, the service does not take it now.
+			_, uerr := c.uploadMerged(ctx, groupID)
+			c.logErr("catch-up", uerr)
+			if _, err = publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); errors.Is(err, ports.ErrCatchUp) {
+				return 0, true, c.dropIntent(ctx, groupID, true, err)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
 				return 0, false, c.dropIntent(ctx, groupID, true, err)
-			}
-			if errors.Is(err, ports.ErrCatchUp) {
-				// The service is in catch-up after a restore (catchup.go):
-				// it takes the merged commits it lacks first; this commit
-				// is not taken now and is built again later.
-				_, uerr := c.uploadMerged(ctx, groupID)
-				c.logErr("catch-up", uerr)
-				return 0, true, c.dropIntent(ctx, groupID, true, err)
 			}
 			if errors.Is(err, ports.ErrEpochConflict) {
 				// Another commit won the epoch on a service that follows
