@@ -55,6 +55,7 @@ var PublicRefusalReasons = []string{
 	refusedPublic + ports.RefusedSignature, refusedPublic + ports.RefusedSender, refusedPublic + ports.RefusedProposal,
 	refusedPublic + ports.RefusedLeafNode, refusedPublic + ports.RefusedParentHash, refusedPublic + ports.RefusedTreeHash,
 	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion, RefusedViewerMessage,
+	RefusedCatchUp,
 }
 
 // maxStateRetries bounds how often a batch is validated again after a
