@@ -9,6 +9,7 @@ import (
 	"github.com/regroup-mls/regroup/core/client"
 	"github.com/regroup-mls/regroup/internal/world"
 	"github.com/regroup-mls/regroup/ports"
+	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // Gate 11 (ADR-0030 Decision 9; COMP-490 to COMP-497): a regroupd with
@@ -121,6 +122,88 @@ func TestGate11_CatchUpAfterRestore(t *testing.T) {
 			}
 			if ids["three"] <= max(ids["one"], ids["two"]) || ids["four"] <= max(ids["one"], ids["two"]) {
 				t.Errorf("ids %v: an id after the restore not above every id before it", ids)
+			}
+		})
+	}
+}
+
+// COMP-494 (amendment rule 4) over gRPC after a documented restore: bob,
+// a super admin who had not read alice's commit made after the backup,
+// commits for the restored epoch (taken: his installation, a super
+// admin's). Carol, no super admin, uploads alice's commit for that epoch:
+// refused, the group goes on (a super admin's chain decided). Alice, a
+// super admin too, uploads it: two super admins' chains conflict, the
+// group's catch-up stops with an AcceptanceNotice STOPPED on its topic
+// and every later commit is refused.
+func TestCOMP494_SuperAdminsConflictingUploadsStopCatchUp(t *testing.T) {
+	for _, mode := range world.Networked {
+		t.Run(mode, func(t *testing.T) {
+			w := world.NewWithFlags(t, mode, 3*time.Minute, "-accept-commits", "-catch-up-window", "2m")
+			kit := newBackupKit(t, mode, w.Regroupd)
+			alice, bob, carol := w.Member("alice", world.Config{}), w.Member("bob", world.Config{}), w.Member("carol", world.Config{})
+			all := []*world.Member{alice, bob, carol}
+			g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID(), carol.C.InboxID()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			group := g.ID()
+			world.SyncAll(all...)
+			if err := alice.Conv(group).SetSuperAdmins(w.Ctx, alice.C.InboxID(), bob.C.InboxID()); err != nil {
+				t.Fatal(err)
+			}
+			world.SyncAll(all...)
+			kit.backup()
+			restored := alice.Info(group).Epoch
+			if err := alice.Conv(group).SetName(w.Ctx, "alice's"); err != nil {
+				t.Fatal(err)
+			}
+			world.Round(alice, carol) // bob does not read it
+			kit.putBack(true)
+			waitServing(t, bob)
+			if err := bob.Conv(group).SetName(w.Ctx, "bob's"); err != nil {
+				t.Fatalf("bob's commit for the restored epoch %d: %v", restored, err)
+			}
+			waitServing(t, carol) // uploads alice's commit: refused
+			if n, err := carol.C.UploadMerged(w.Ctx, group); err != nil || n != 0 {
+				t.Fatalf("carol's upload of alice's commit: %d taken, %v; want none", n, err)
+			}
+			es, err := carol.Transport.Query(w.Ctx, topicOf(ports.TopicGroupMessages, group), 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range es {
+				if e.GetEnvelope().GetAcceptanceNotice().GetOutcome() == backendpb.AcceptanceNotice_STOPPED {
+					t.Fatal("catch-up stopped on an upload by an installation that is no super admin's")
+				}
+			}
+			// Alice's topic moved on since the restore (bob's commit), so
+			// her sync does not upload; her next commit is refused for
+			// catch-up and her client uploads then: two super admins'
+			// chains.
+			waitServing(t, alice)
+			if err := alice.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
+				t.Fatalf("alice's commit after the restore: %v; want ErrCatchUp", err)
+			}
+			stopped := false
+			for i := 0; i < 100 && !stopped; i++ {
+				es, err := bob.Transport.Query(w.Ctx, topicOf(ports.TopicGroupMessages, group), 0, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range es {
+					if n := e.GetEnvelope().GetAcceptanceNotice(); n.GetOutcome() == backendpb.AcceptanceNotice_STOPPED && n.GetEpoch() == restored {
+						stopped = true
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !stopped {
+				t.Fatal("no STOPPED notice on the group topic after two super admins' conflicting uploads")
+			}
+			for _, m := range []*world.Member{alice, bob} {
+				if err := m.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
+					t.Errorf("%s commits in the stopped group: %v; want ErrCatchUp", m.Name, err)
+				}
 			}
 		})
 	}

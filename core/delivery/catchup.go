@@ -117,7 +117,13 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 	}
 	pc, err := guarded(func() (ports.PublicCommit, error) { return s.opts.PublicGroups.Apply(ctx, t.state, msg) })
 	if err != nil {
-		if ports.RefusalReason(err) != ports.RefusedEpoch {
+		switch ports.RefusalReason(err) {
+		case ports.RefusedEpoch:
+		case ports.RefusedSignature:
+			// For the state's epoch number but not signed over its group
+			// context: a commit of another branch (COMP-494).
+			return true, refuseCatchUp(i, topic, t, fmt.Errorf("a commit of another chain for epoch %d: %w", t.epoch, err))
+		default:
 			return true, refusePublic(i, topic, err)
 		}
 		return true, s.catchUpOtherEpoch(ctx, cs, i, topic, t, msg, digest, err)
