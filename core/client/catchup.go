@@ -89,16 +89,21 @@ func recordMerged(ctx context.Context, tx ports.Tx, groupID []byte, epoch uint64
 	if err != nil {
 		return err
 	}
-	log = append(log, mergedCommit{epoch: epoch, commit: commit})
+	log = trimMerged(append(log, mergedCommit{epoch: epoch, commit: commit}))
+	return tx.Blobs().Put(ctx, nsMerged, hex.EncodeToString(groupID), encodeMerged(log))
+}
+
+// trimMerged keeps the newest maxMergedCommits entries of log that fit
+// in maxMergedBytes of commits, the newest one always.
+func trimMerged(log []mergedCommit) []mergedCommit {
 	size := 0
 	for i := len(log) - 1; i >= 0; i-- {
 		size += len(log[i].commit)
 		if len(log)-i > maxMergedCommits || (size > maxMergedBytes && i < len(log)-1) {
-			log = log[i+1:]
-			break
+			return log[i+1:]
 		}
 	}
-	return tx.Blobs().Put(ctx, nsMerged, hex.EncodeToString(groupID), encodeMerged(log))
+	return log
 }
 
 // mergedBefore reports whether commit is in the group's merged-commit
