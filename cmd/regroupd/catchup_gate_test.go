@@ -17,9 +17,10 @@ import (
 // catches up from the commits its members upload by themselves. After
 // the backup bob (a member) and alice (the super admin) commit and
 // everyone merges; carol then commits alone (nobody else reads it before
-// the restore). After the restore carol's client uploads its merged
-// commits first: bob's and alice's are taken (another inbox uploads
-// them), carol's own is refused (its committer alone uploads it). Alice
+// the restore). After the restore carol commits, is refused for
+// catch-up, and her client uploads its merged commits: bob's and
+// alice's are taken (another inbox uploads them), carol's own is refused
+// (its committer alone uploads it). Alice
 // then commits for that epoch (a super admin's chain); carol's commit
 // uploaded again is refused without stopping the group, and carol, on
 // the other branch, resyncs. Every member ends at the same epoch and
@@ -73,9 +74,13 @@ func TestGate11_CatchUpAfterRestore(t *testing.T) {
 			}
 
 			kit.putBack(true)
-			// Carol reconnects first: her client uploads its merged
-			// commits by itself; her own is not taken.
+			// Carol reconnects first and commits: refused for catch-up,
+			// her client uploads its merged commits by itself; bob's and
+			// alice's are taken, her own is not, nor her new commit.
 			waitServing(t, carol)
+			if err := carol.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
+				t.Fatalf("carol's commit after the restore: %v; want ErrCatchUp", err)
+			}
 			waitServing(t, alice)
 			waitServing(t, bob)
 			world.Round(alice, bob)
@@ -163,7 +168,12 @@ func TestCOMP494_SuperAdminsConflictingUploadsStopCatchUp(t *testing.T) {
 			if err := bob.Conv(group).SetName(w.Ctx, "bob's"); err != nil {
 				t.Fatalf("bob's commit for the restored epoch %d: %v", restored, err)
 			}
-			waitServing(t, carol) // uploads alice's commit: refused
+			// Carol commits: refused for catch-up, her client uploads
+			// alice's commit, which is refused too.
+			waitServing(t, carol)
+			if err := carol.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
+				t.Fatalf("carol's commit after the restore: %v; want ErrCatchUp", err)
+			}
 			if n, err := carol.C.UploadMerged(w.Ctx, group); err != nil || n != 0 {
 				t.Fatalf("carol's upload of alice's commit: %d taken, %v; want none", n, err)
 			}
@@ -176,10 +186,8 @@ func TestCOMP494_SuperAdminsConflictingUploadsStopCatchUp(t *testing.T) {
 					t.Fatal("catch-up stopped on an upload by an installation that is no super admin's")
 				}
 			}
-			// Alice's topic moved on since the restore (bob's commit), so
-			// her sync does not upload; her next commit is refused for
-			// catch-up and her client uploads then: two super admins'
-			// chains.
+			// Alice's commit is refused for catch-up and her client
+			// uploads her chain: two super admins' chains.
 			waitServing(t, alice)
 			if err := alice.Conv(group).UpdateKeys(w.Ctx); !errors.Is(err, ports.ErrCatchUp) {
 				t.Fatalf("alice's commit after the restore: %v; want ErrCatchUp", err)

@@ -17,13 +17,11 @@ import (
 // public state as it was at the backup, and its topic without the
 // commits published after it. The client keeps the last commits it
 // merged per group (the merged-commit log, Blobs "client.merged"), and
-// uploads them, oldest first, when it meets a restored service:
-//
-//   - when a sync's batched read reports the group's topic below the
-//     stored cursor (the restored topic lacks what the client read,
-//     reissue.go), and
-//   - when the service refuses a commit of this client with
-//     [ports.ErrCatchUp].
+// uploads them, oldest first, when the service refuses a commit of this
+// client with [ports.ErrCatchUp] (or on request, [Client.UploadMerged]).
+// It does not upload on the mere sight of a restored topic: a service
+// without commit acceptance would store the uploads again, and members
+// that did not merge them would take them for refused commits.
 //
 // An upload is an ordinary publish of the commit bytes to the group's
 // topic; a commit the service does not take (of an epoch it passed

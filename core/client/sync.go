@@ -162,9 +162,6 @@ func (c *Client) movedGroups(ctx context.Context, v syncView) map[string]bool {
 			// The service holds less than this client read: it reissues
 			// ids (COMP-466).
 			c.logErr("sync", c.rewindGroup(ctx, g.ID, fmt.Sprintf("highest id %d below the cursor", ids[i])))
-			// A restored service may be in catch-up: upload what it lacks.
-			_, err := c.uploadMerged(ctx, g.ID)
-			c.logErr("catch-up", err)
 		}
 		if !ok || err != nil || ids[i] != g.Cursor {
 			moved[string(g.ID)] = true
