@@ -136,7 +136,7 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 	// A resync or recovery join is a new external commit, not one the
 	// restore dropped: policy.External decides it (COMP-492).
 	external := pc.SenderType == ports.SenderNewMemberCommit
-	if false && !external && (uploader == "" || (uploader == pc.Sender.InboxID && !superAdmin && inboxCount(before) > 1)) {
+	if !external && (uploader == "" || (uploader == pc.Sender.InboxID && !superAdmin && inboxCount(before) > 1)) {
 		return true, refuseCatchUp(i, topic, t, fmt.Errorf("the commit of %q for epoch %d is taken only from another inbox's or a super admin's installation", pc.Sender.InboxID, before.Epoch))
 	}
 	if err := s.admitCommitPolicy(ctx, before, pc); err != nil {
