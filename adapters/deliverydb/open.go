@@ -250,6 +250,13 @@ var migrations = []migration{{
 	version:  8,
 	sqlite:   []string{leavesTable("BLOB", "INTEGER", "TEXT")},
 	postgres: []string{leavesTable("BYTEA", "BIGINT", "TEXT")},
+}, {
+	// Version 9: what a group's catch-up after a restore keeps (catchup.go).
+	// Groups in catch-up keep running; existing databases get an empty
+	// table of taken commits.
+	version:  9,
+	sqlite:   catchUpTables("BLOB", "INTEGER"),
+	postgres: catchUpTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

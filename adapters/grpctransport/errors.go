@@ -47,6 +47,9 @@ func toStatus(err error) (error, bool) {
 	case errors.Is(err, ports.ErrQuarantined):
 		// Before InvalidArgument, which it wraps.
 		return status.Error(codes.FailedPrecondition, err.Error()), false
+	case errors.Is(err, ports.ErrCatchUp):
+		// Aborted like an epoch conflict, told apart by its prefix.
+		return status.Error(codes.Aborted, catchUpPrefix+err.Error()), false
 	case errors.Is(err, ports.ErrCommitPending):
 		// Aborted like an epoch conflict, told apart by its prefix.
 		return status.Error(codes.Aborted, commitPendingPrefix+err.Error()), false
@@ -92,11 +95,15 @@ func (s *Server) status(ctx context.Context, err error) error {
 // carries [ports.ErrCommitPending] (COMP-419).
 const commitPendingPrefix = "commit pending: "
 
+// catchUpPrefix starts the message of an Aborted status that carries
+// [ports.ErrCatchUp].
+const catchUpPrefix = "catch-up: "
+
 // errNoWitness answers Report and Lift on a service that takes neither.
 var errNoWitness = fmt.Errorf("%w: the delivery service takes no reports or lifts (commit acceptance in two phases is off)", ports.ErrInvalidArgument)
 
 func isPortsErr(err error) bool {
-	for _, s := range []error{ports.ErrCommitPending, ports.ErrInvalidArgument, ports.ErrNotFound, ports.ErrUnauthenticated,
+	for _, s := range []error{ports.ErrCatchUp, ports.ErrCommitPending, ports.ErrInvalidArgument, ports.ErrNotFound, ports.ErrUnauthenticated,
 		ports.ErrRateLimited, ports.ErrEpochConflict, ports.ErrConflict, ports.ErrUnavailable, ports.ErrClosed} {
 		if errors.Is(err, s) {
 			return true
@@ -133,6 +140,9 @@ func FromStatus(ctx context.Context, op string, err error) error {
 	case codes.ResourceExhausted:
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrRateLimited, msg)
 	case codes.Aborted:
+		if strings.HasPrefix(msg, catchUpPrefix) {
+			return fmt.Errorf("%s: %w: %s", op, ports.ErrCatchUp, strings.TrimPrefix(msg, catchUpPrefix))
+		}
 		if strings.HasPrefix(msg, commitPendingPrefix) {
 			return fmt.Errorf("%s: %w: %s", op, ports.ErrCommitPending, strings.TrimPrefix(msg, commitPendingPrefix))
 		}

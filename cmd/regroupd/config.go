@@ -54,6 +54,9 @@ type config struct {
 	// are its timers.
 	TwoPhase                   bool
 	GracePeriod, PendingExpiry time.Duration
+	// CatchUpWindow is how long a group a restore put in catch-up stays
+	// in it without taking an uploaded commit (COMP-493).
+	CatchUpWindow time.Duration
 
 	// Reads.
 	MaxPageBytes    int
@@ -202,6 +205,7 @@ func parseConfig(args []string) (config, error) {
 	boolean(&c.AcceptCommits, "accept-commits", "REGROUPD_ACCEPT_COMMITS", false, "follow every registered group's public state and refuse commits and GroupInfos that fail public validation or the role policy (commit acceptance)")
 	boolean(&c.TwoPhase, "two-phase", "REGROUPD_TWO_PHASE", false, "with -accept-commits, take commits by inboxes that are not super admins in two phases: pending until a witness reports (ADR-0030)")
 	duration(&c.GracePeriod, "grace-period", "REGROUPD_GRACE_PERIOD", 10*time.Second, "with -two-phase, time from a pending commit's first report to its confirmation; 0 confirms on the first OK")
+	duration(&c.CatchUpWindow, "catch-up-window", "REGROUPD_CATCH_UP_WINDOW", 10*time.Minute, "with -accept-commits, time a group a restore put in catch-up stays in it without taking an uploaded commit")
 	duration(&c.PendingExpiry, "pending-expiry", "REGROUPD_PENDING_EXPIRY", 72*time.Hour, "with -two-phase, time after which a pending commit without reports expires")
 	integer(&c.PublicCacheBytes, "public-cache-bytes", "REGROUPD_PUBLIC_CACHE_BYTES", mls.DefaultPublicCacheBytes, "with -accept-commits, bytes of encoded public state whose decoded groups are kept between commits; negative keeps none")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")
@@ -266,6 +270,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.TwoPhase && !c.AcceptCommits {
 		return c, fmt.Errorf("-two-phase needs -accept-commits")
+	}
+	if c.CatchUpWindow <= 0 {
+		return c, fmt.Errorf("-catch-up-window must be positive")
 	}
 	if c.GracePeriod < 0 || c.PendingExpiry <= 0 {
 		return c, fmt.Errorf("-grace-period must not be negative and -pending-expiry must be positive")

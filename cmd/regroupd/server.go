@@ -86,6 +86,7 @@ func start(ctx context.Context, cfg config, log *slog.Logger) (*server, error) {
 	s.svc = delivery.New(store, cfg.Fair.delivery(&delivery.Options{
 		PublicGroups:        pg,
 		TwoPhase:            twoPhase(cfg),
+		CatchUpWindow:       cfg.CatchUpWindow,
 		KeyPackageValidator: kpv,
 		Clock:               clock.System{},
 		MaxEnvelopeBytes:    cfg.MaxEnvelopeBytes,

@@ -242,7 +242,18 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			// refused; it waits for that one's decision.
 			return 0, false, errors.Join(err, fmt.Errorf("commit: %w", ErrCommitAwaiting))
 		}
-		if _, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); err != nil {
+		_, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo))
+		if errors.Is(err, ports.ErrCatchUp) {
+			// The service is in catch-up after a restore (catchup.go): it
+			// takes the merged commits it lacks first, then this commit
+			// once more; refused again, the service does not take it now.
+			_, uerr := c.uploadMerged(ctx, groupID)
+			c.logErr("catch-up", uerr)
+			if _, err = publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); errors.Is(err, ports.ErrCatchUp) {
+				return 0, true, c.dropIntent(ctx, groupID, true, err)
+			}
+		}
+		if err != nil {
 			if errors.Is(err, ports.ErrCommitPending) {
 				// Refused while another commit (or this one, stored by an
 				// earlier attempt) pends: read the topic and wait for

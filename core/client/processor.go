@@ -304,6 +304,15 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 			return nil, err
 		}
 	}
+	if h.commit() {
+		// A commit merged already, uploaded again in a catch-up (catchup.go).
+		if done, err := mergedBefore(ctx, tx, g.ID, e.payload); err != nil || done {
+			if err == nil {
+				err = cover()
+			}
+			return nil, err
+		}
+	}
 	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
 	if err != nil {
 		return nil, err
@@ -514,6 +523,9 @@ func (c *Client) merged(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		}
 	}
 	out.recorded = append(out.recorded, rec)
+	if err := recordMerged(ctx, tx, g.ID, before.Epoch, e.payload); err != nil { // catchup.go
+		return err
+	}
 	upd := groupUpdate{Added: ch.AddedInboxes, Removed: ch.RemovedInboxes, Readded: readded,
 		AddedSuperAdmins: ch.AddedSuperAdmins, Components: ch.Components}
 	if _, _, err := messagesOf(tx).Insert(ctx, ports.Message{GroupID: g.ID, SequenceID: e.seq, Kind: ports.MessageGroupUpdated,

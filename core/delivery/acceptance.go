@@ -55,6 +55,7 @@ var PublicRefusalReasons = []string{
 	refusedPublic + ports.RefusedSignature, refusedPublic + ports.RefusedSender, refusedPublic + ports.RefusedProposal,
 	refusedPublic + ports.RefusedLeafNode, refusedPublic + ports.RefusedParentHash, refusedPublic + ports.RefusedTreeHash,
 	refusedPublic + ports.RefusedGroupInfo, RefusedPolicy, RefusedPolicyVersion, RefusedViewerMessage,
+	RefusedCatchUp,
 }
 
 // maxStateRetries bounds how often a batch is validated again after a
@@ -73,6 +74,7 @@ type groupTrack struct {
 	advanced bool
 	commit   int
 	info     int
+	cu       catchUpTrack
 	pendingTrack
 }
 
@@ -125,6 +127,11 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		}
 		digest := sha256.Sum256(msg)
 		rows[i].DedupKey = digest[:]
+		if handled, err := s.catchUpCommit(ctx, i, topic, t, msg, digest[:]); err != nil {
+			return nil, err
+		} else if handled {
+			continue
+		}
 		if t.republishedPending(digest[:]) {
 			continue // the pending commit again: the store answers its id
 		}

@@ -57,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -132,6 +133,10 @@ type Options struct {
 	// [ports.ErrUnavailable]. Nil (the default) takes every accepted
 	// commit at once.
 	TwoPhase *TwoPhaseOptions
+	// CatchUpWindow, with PublicGroups, is how long a group a restore put
+	// in catch-up stays in it without taking an uploaded commit
+	// (catchup.go); 0 selects [DefaultCatchUpWindow].
+	CatchUpWindow time.Duration
 	// Quotas bound the bytes one installation key stores per topic kind
 	// and window (COMP-325); nil selects [DefaultQuotas], a kind missing
 	// from a non-nil map or with Bytes <= 0 has none. A publish beyond a
@@ -199,6 +204,9 @@ type Service struct {
 	acc  ports.AcceptanceStore
 	tp   TwoPhaseOptions
 	wake chan struct{}
+	// notCatchingUp holds the groups seen out of catch-up (catchup.go):
+	// only an offline restore puts a group in it.
+	notCatchingUp sync.Map
 }
 
 var _ ports.DeliveryService = (*Service)(nil)
@@ -298,6 +306,7 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 			return nil, nil, s.acceptErr
 		}
 		var err error
+		ctx = withCaller(ctx, caller) // catchup.go
 		if advances, err = s.acceptChecked(ctx, envs, rows); err != nil {
 			return nil, nil, err
 		}

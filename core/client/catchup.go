@@ -1,0 +1,158 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// Catch-up after a restore of the delivery service (ADR-0030 Decision 9,
+// COMP-494 to COMP-497). A service restored from a backup holds a group's
+// public state as it was at the backup, and its topic without the
+// commits published after it. The client keeps the last commits it
+// merged per group (the merged-commit log, Blobs "client.merged"), and
+// uploads them, oldest first, when the service refuses a commit of this
+// client with [ports.ErrCatchUp] (or on request, [Client.UploadMerged]).
+// It does not upload on the mere sight of a restored topic: a service
+// without commit acceptance would store the uploads again, and members
+// that did not merge them would take them for refused commits.
+//
+// An upload is an ordinary publish of the commit bytes to the group's
+// topic; a commit the service does not take (of an epoch it passed
+// already, or refused by its catch-up rules) is skipped. A commit read
+// back from the topic that is in the log was merged already: it is
+// skipped without the engine, not taken for a refused commit.
+const nsMerged = "client.merged"
+
+// Bounds of the merged-commit log per group: the newest maxMergedCommits
+// commits, at most maxMergedBytes of them (the newest is always kept).
+const (
+	maxMergedCommits = 32
+	maxMergedBytes   = 1 << 20
+)
+
+// mergedCommit is one entry of the merged-commit log.
+type mergedCommit struct {
+	epoch  uint64 // the epoch the commit was for
+	commit []byte
+}
+
+// decodeMerged reads a merged-commit log: per entry the epoch (8 bytes),
+// the commit's length (4 bytes) and the commit. A malformed tail ends
+// the log.
+func decodeMerged(b []byte) []mergedCommit {
+	var out []mergedCommit
+	for len(b) >= 12 {
+		epoch, n := binary.BigEndian.Uint64(b), binary.BigEndian.Uint32(b[8:])
+		if uint64(len(b)-12) < uint64(n) {
+			break
+		}
+		out = append(out, mergedCommit{epoch: epoch, commit: b[12 : 12+n]})
+		b = b[12+n:]
+	}
+	return out
+}
+
+func encodeMerged(cs []mergedCommit) []byte {
+	var out []byte
+	for _, c := range cs {
+		out = binary.BigEndian.AppendUint64(out, c.epoch)
+		out = binary.BigEndian.AppendUint32(out, uint32(len(c.commit)))
+		out = append(out, c.commit...)
+	}
+	return out
+}
+
+// mergedLog returns the group's merged-commit log, oldest first.
+func mergedLog(ctx context.Context, tx ports.Tx, groupID []byte) ([]mergedCommit, error) {
+	v, err := tx.Blobs().Get(ctx, nsMerged, hex.EncodeToString(groupID))
+	if errors.Is(err, ports.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeMerged(v), nil
+}
+
+// recordMerged appends a merged commit for epoch to the group's log.
+func recordMerged(ctx context.Context, tx ports.Tx, groupID []byte, epoch uint64, commit []byte) error {
+	log, err := mergedLog(ctx, tx, groupID)
+	if err != nil {
+		return err
+	}
+	log = trimMerged(append(log, mergedCommit{epoch: epoch, commit: commit}))
+	return tx.Blobs().Put(ctx, nsMerged, hex.EncodeToString(groupID), encodeMerged(log))
+}
+
+// trimMerged keeps the newest maxMergedCommits entries of log that fit
+// in maxMergedBytes of commits, the newest one always.
+func trimMerged(log []mergedCommit) []mergedCommit {
+	size := 0
+	for i := len(log) - 1; i >= 0; i-- {
+		size += len(log[i].commit)
+		if len(log)-i > maxMergedCommits || (size > maxMergedBytes && i < len(log)-1) {
+			return log[i+1:]
+		}
+	}
+	return log
+}
+
+// mergedBefore reports whether commit is in the group's merged-commit
+// log: this client merged it already.
+func mergedBefore(ctx context.Context, tx ports.Tx, groupID, commit []byte) (bool, error) {
+	log, err := mergedLog(ctx, tx, groupID)
+	if err != nil {
+		return false, err
+	}
+	h := sha256.Sum256(commit)
+	for _, c := range log {
+		if hc := sha256.Sum256(c.commit); bytes.Equal(hc[:], h[:]) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// uploadMerged publishes the group's merged-commit log, oldest first, to
+// a delivery service that may be in catch-up. It returns how many
+// commits the service took or already held; a refusal of one commit
+// (another epoch, a catch-up rule) moves on to the next, an unavailable
+// service ends the upload.
+func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) {
+	var log []mergedCommit
+	if err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+		log, err = mergedLog(ctx, tx, groupID)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	taken := 0
+	for _, m := range log {
+		_, err := c.deps.Transport.Publish(ctx, commitBatch(groupID, m.commit, nil))
+		switch {
+		case err == nil:
+			taken++
+		case errors.Is(err, ports.ErrInvalidArgument), errors.Is(err, ports.ErrEpochConflict),
+			errors.Is(err, ports.ErrCatchUp), errors.Is(err, ports.ErrCommitPending):
+			c.logger.Debug("merged commit not taken in catch-up", "group", fmt.Sprintf("%x", groupID), "epoch", m.epoch, "err", err)
+		default:
+			return taken, fmt.Errorf("catch-up upload of group %x: %w", groupID, err)
+		}
+	}
+	return taken, nil
+}
+
+// UploadMerged uploads the conversation's merged commits to the delivery
+// service, oldest first, as the client does by itself on meeting a
+// restored service, and returns how many the service took or already
+// held.
+func (c *Client) UploadMerged(ctx context.Context, groupID []byte) (int, error) {
+	return c.uploadMerged(ctx, groupID)
+}
