@@ -310,13 +310,17 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		if advances, err = s.acceptChecked(ctx, envs, rows); err != nil {
 			return nil, nil, err
 		}
-		if err = s.admitViewerMessages(ctx, caller, envs); err != nil { // COMP-403
-			return nil, nil, err
-		}
 	}
+	// A user who left is refused as such first, a viewer included: its
+	// messages are refused because it left, whatever its role.
 	leaves, err := s.checkLeaves(ctx, caller, envs) // leave requests (leave.go)
 	if err != nil {
 		return nil, nil, err
+	}
+	if s.opts.PublicGroups != nil {
+		if err = s.admitViewerMessages(ctx, caller, envs); err != nil { // COMP-403
+			return nil, nil, err
+		}
 	}
 	stored := map[ports.TopicKind]int64{}
 	for _, r := range rows {
