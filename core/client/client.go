@@ -143,7 +143,7 @@ func New(ctx context.Context, deps Deps, opts *Options) (*Client, error) {
 	c.receiver, err = join.NewReceiver(join.ReceiverOptions{Store: deps.Store, MLS: deps.MLS, Transport: deps.Transport,
 		Clock: deps.Clock, Algorithms: deps.Algorithms, Installation: deps.Installation, Identity: deps.Identity,
 		ProtocolVersion: ProtocolVersion, Log: c.log, CatchUp: c.catchUp, OnJoined: c.onJoined, OnWelcome: c.onWelcome,
-		OnOneshot: c.onOneshot, ReplaceForked: c.rec.RepairForked, WelcomeAccepted: c.keys.WelcomeAccepted})
+		OnOneshot: c.onOneshot, ReplaceForked: c.rec.RepairForked, ReplaceStuck: c.replaceStuck, WelcomeAccepted: c.keys.WelcomeAccepted})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}

@@ -91,6 +91,11 @@ type Options struct {
 	// following more opens several (COMP-277). Default 1024, the delivery
 	// service's default limit; set it to a service's lower limit.
 	SubscriptionTopics int
+	// DisableStuckResync keeps a stuck installation (a confirmed commit it
+	// cannot process) from resyncing by itself: it reports STUCK and
+	// waits for a super admin's re-add ([Conversation.Readd]) or the
+	// app's [Conversation.Resync] (COMP-454). Off by default.
+	DisableStuckResync bool
 	// CommitRetries bounds how often the client rebuilds its own commit
 	// after losing a commit race; default 5.
 	CommitRetries int

@@ -225,7 +225,7 @@ func (c *Client) sync(ctx context.Context, checkLogs bool) error {
 			errs = append(errs, c.resumeOneshot(ctx, g.ID))
 			continue
 		}
-		if !followed(g) || (!moved[id] && !v.intents[id]) {
+		if !followed(g) || (!moved[id] && !v.intents[id] && !c.acc.marked(g.ID)) {
 			continue
 		}
 		unlock := c.lock(g.ID)

@@ -234,8 +234,12 @@ func (c *Client) onNotice(ctx context.Context, tx ports.Tx, g ports.Group, e *en
 		out.events = append(out.events, QuarantineEvent{GroupID: bytes.Clone(g.ID), InboxID: string(n.GetInboxId()),
 			InstallationKey: bytes.Clone(n.GetInstallationKey()), Lifted: lifted})
 	case backendpb.AcceptanceNotice_STUCK:
-		out.events = append(out.events, StuckReportEvent{GroupID: bytes.Clone(g.ID), CommitSequenceID: n.GetCommitSequenceId(),
-			Committer: string(n.GetInboxId()), Reasons: reportReasons(n)})
+		ev := StuckReportEvent{GroupID: bytes.Clone(g.ID), CommitSequenceID: n.GetCommitSequenceId(),
+			Committer: string(n.GetInboxId()), Reasons: reportReasons(n)}
+		if rs := n.GetReports(); len(rs) > 0 {
+			ev.InstallationKey, ev.InboxID = bytes.Clone(rs[0].GetInstallationKey()), string(rs[0].GetInboxId())
+		}
+		out.events = append(out.events, ev)
 	case backendpb.AcceptanceNotice_BLOCKED:
 		out.events = append(out.events, QuarantineEvent{GroupID: bytes.Clone(g.ID), InstallationKey: bytes.Clone(n.GetInstallationKey())})
 	}

@@ -41,13 +41,18 @@ type QuarantineEvent struct {
 
 // StuckReportEvent reports a stuck report on a confirmed commit: one the
 // delivery service relayed (Committer names the committing inbox), or
-// one this installation sent (Own), which a resync follows.
+// one this installation sent (Own), which a resync follows unless
+// Options.DisableStuckResync. InstallationKey and InboxID name the stuck
+// installation, the one a super admin's [Conversation.Readd] repairs
+// (COMP-452).
 type StuckReportEvent struct {
 	GroupID          []byte
 	CommitSequenceID uint64
 	Committer        string
 	Reasons          []string
 	Own              bool
+	InstallationKey  []byte
+	InboxID          string
 }
 
 func (CommitPendingEvent) event()  {}

@@ -48,6 +48,7 @@ func (c *Client) onJoined(j join.Joined) {
 		AdderInstallation: j.Adder.SignatureKey, Anchor: j.Anchor, Epoch: j.Epoch, Rejoined: j.Replaced})
 	if j.Replaced {
 		c.events.emit(ForkStateEvent{GroupID: j.GroupID, State: ports.ForkUnknown})
+		c.acc.due(j.GroupID) // a stuck record the Welcome ended goes at the next pass (COMP-441)
 	}
 	c.wakeWorkers()
 }

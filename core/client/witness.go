@@ -158,6 +158,13 @@ func (a *acceptanceState) due(groupID []byte) {
 	a.stuck[string(groupID)] = true
 }
 
+// marked reports whether the group is due for a pass, without taking it.
+func (a *acceptanceState) marked(groupID []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stuck[string(groupID)]
+}
+
 // take reports whether the group may hold a stuck record: marked, or not
 // yet looked for since the client started.
 func (a *acceptanceState) take(groupID []byte) bool {
@@ -208,10 +215,9 @@ func (c *Client) repairStuck(ctx context.Context, groupID []byte) error {
 		return err
 	}
 	if g.JoinAnchor > s.Seq || !g.Active {
-		// Re-added (or removed) since: nothing left to repair.
-		return c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
-			return tx.Blobs().Delete(ctx, nsStuck, hex.EncodeToString(groupID))
-		})
+		// Re-added (or removed) since: nothing left to repair but the
+		// quarantine notices the Welcome skipped (COMP-453).
+		return c.stuckEnded(ctx, groupID, s.Seq, g)
 	}
 	if w := c.witness(); w != nil && !s.Reported {
 		reason := s.Reason
@@ -223,11 +229,15 @@ func (c *Client) repairStuck(ctx context.Context, groupID []byte) error {
 			c.acc.due(groupID)
 			return fmt.Errorf("stuck report on %x commit %d: %w", groupID, s.Seq, err)
 		}
-		c.events.emit(StuckReportEvent{GroupID: bytes.Clone(groupID), CommitSequenceID: s.Seq, Reasons: []string{reason}, Own: true})
+		c.events.emit(StuckReportEvent{GroupID: bytes.Clone(groupID), CommitSequenceID: s.Seq, Reasons: []string{reason}, Own: true,
+			InstallationKey: []byte(c.deps.Installation.PublicKey()), InboxID: c.deps.Installation.InboxID})
 		s.Reported = true
 		if err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error { return putJSON(ctx, tx, nsStuck, groupID, s) }); err != nil {
 			return err
 		}
+	}
+	if c.opts.DisableStuckResync {
+		return nil // an owner's re-add or the app's Resync repairs it (COMP-454)
 	}
 	at, err := c.joinExternal(ctx, groupID, externalResync)
 	if err != nil {

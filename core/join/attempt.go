@@ -40,6 +40,10 @@ type heldGroup struct {
 	// repair reports that ReceiverOptions.ReplaceForked lets the Welcome
 	// replace the active state of a forked conversation (COMP-205).
 	repair bool
+	// stuck reports that ReceiverOptions.ReplaceStuck lets a Welcome of
+	// a later epoch replace the active state of a stuck installation
+	// (COMP-453).
+	stuck bool
 }
 
 // attempt runs one Welcome through the pipeline and records its outcome.
@@ -267,6 +271,13 @@ func (r *Receiver) heldGroup(ctx context.Context, tx ports.Tx, st ports.StagedWe
 			}
 		}
 	}
+	if r.o.ReplaceStuck != nil && v.Active {
+		if adder, err := adderOf(st); err == nil {
+			if hg.stuck, err = r.o.ReplaceStuck(ctx, tx, g, v, adder); err != nil {
+				return hg, err
+			}
+		}
+	}
 	return hg, nil
 }
 
@@ -290,6 +301,13 @@ func decideReplace(hg heldGroup, epoch uint64, treeHash []byte, anchor uint64) (
 		return false, reject("JOIN-043", "message_cursor %d is below the stored cursor %d", anchor, cursor)
 	}
 	if v.Active {
+		if hg.stuck && v.Epoch < epoch {
+			// COMP-453: a permitted readder's Welcome of a later epoch
+			// repairs an installation stuck behind a confirmed commit its
+			// state cannot process; that state authenticates nothing after
+			// it, so its cursor never reaches the anchor (JOIN-092).
+			return true, nil
+		}
 		if v.Epoch < epoch && cursor < anchor {
 			return false, hold(HoldRemoval, "JOIN-092", "the group is active at epoch %d and cursor %d; the welcome is at epoch %d, anchor %d", v.Epoch, cursor, epoch, anchor)
 		}

@@ -108,6 +108,14 @@ type ReceiverOptions struct {
 	// (JOIN-025), and again in the install transaction. Nil never lets a
 	// Welcome replace an active state.
 	ReplaceForked func(ctx context.Context, tx ports.Tx, g ports.Group, held ports.GroupView, adder ports.Member) (bool, error)
+	// ReplaceStuck, when set, is asked where JOIN-042 alone would refuse
+	// a Welcome because the held state is active: true lets a Welcome of
+	// a later epoch replace that state once the topic is processed up to
+	// the Welcome's anchor (JOIN-043 and JOIN-092 still apply) — the
+	// repair of an installation stuck behind a confirmed commit it cannot
+	// process (COMP-453). It runs like ReplaceForked. Nil never lets a
+	// Welcome replace an active state.
+	ReplaceStuck func(ctx context.Context, tx ports.Tx, g ports.Group, held ports.GroupView, adder ports.Member) (bool, error)
 	// OnOneshot receives a validated one-shot Welcome. An error wrapping
 	// [ErrRejected] rejects the Welcome for good; any other error keeps it
 	// for a retry. Nil rejects every one-shot Welcome.

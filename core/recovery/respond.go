@@ -262,9 +262,16 @@ func (r *Recovery) buildReadd(ctx context.Context, tx ports.Tx, gid, key []byte,
 	if d != nil {
 		return ports.CommitOptions{}, nil, d
 	}
+	opts, rcpt := readdCommit(leaf, kp)
+	return opts, rcpt, nil
+}
+
+// readdCommit is a readd commit: leaf removed and the key package kp,
+// validated, added, with its Welcome's recipient (FORK-062).
+func readdCommit(leaf ports.Member, kp keypackage.Validated) (ports.CommitOptions, []join.Recipient) {
 	rcpt := join.Recipient{InstallationKey: kp.InstallationKey, Wrapper: kp.WrapperAlgorithm,
 		WrapperPublicKey: kp.WrapperPublicKey, PointeeAEADs: kp.PointeeAEADs}
-	return ports.CommitOptions{Remove: []uint32{leaf.LeafIndex}, Add: [][]byte{kp.KeyPackage}}, []join.Recipient{rcpt}, nil
+	return ports.CommitOptions{Remove: []uint32{leaf.LeafIndex}, Add: [][]byte{kp.KeyPackage}}, []join.Recipient{rcpt}
 }
 
 // keyPackage fetches the installation's newest key package and validates
