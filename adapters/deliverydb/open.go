@@ -243,6 +243,13 @@ var migrations = []migration{{
 	version:  7,
 	sqlite:   restoreTables("BLOB", "INTEGER"),
 	postgres: restoreTables("BYTEA", "BIGINT"),
+}, {
+	// Version 10: the installations blocked per group (block.go, ADR-0030
+	// amendment rule 2). Existing databases get an empty table: nothing
+	// was blocked before this version.
+	version:  10,
+	sqlite:   blockTables("BLOB", "INTEGER"),
+	postgres: blockTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

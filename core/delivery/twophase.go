@@ -95,7 +95,7 @@ const (
 // AcceptanceEvents lists every acceptance event, for metrics that report
 // them at zero from the start.
 var AcceptanceEvents = []string{EventPending, EventConfirmed, EventDropped, EventExpired, EventSuperseded,
-	EventQuarantined, EventLifted, EventStuck}
+	EventQuarantined, EventLifted, EventStuck, EventBlocked}
 
 // AcceptanceObserver is an optional interface of an [Observer] that
 // hears two-phase acceptance.

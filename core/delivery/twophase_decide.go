@@ -54,12 +54,20 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 	var ns []*backendpb.AcceptanceNotice
 	switch {
 	case refused:
-		d.Outcome, d.Quarantine = ports.OutcomeDropped, p.Committer
-		ns = append(ns,
-			&backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_DROPPED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
-				InboxId: []byte(p.Committer), Reports: reportsPB(reports)},
-			&backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_QUARANTINED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
-				InboxId: []byte(p.Committer)})
+		d.Outcome = ports.OutcomeDropped
+		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_DROPPED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+			InboxId: []byte(p.Committer), Reports: reportsPB(reports)})
+		if d.Block, err = s.blockFor(ctx, p, reports, now.UnixNano()); err != nil { // amendment rule 2
+			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
+		}
+		if d.Block != nil {
+			ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_BLOCKED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+				InboxId: []byte(p.Committer), InstallationKey: d.Block.InstallationKey})
+			break
+		}
+		d.Quarantine = p.Committer
+		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_QUARANTINED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+			InboxId: []byte(p.Committer)})
 	case p.FirstReportNS != 0:
 		end := time.Unix(0, p.FirstReportNS).Add(s.tp.GracePeriod)
 		if now.Before(end) {
@@ -70,6 +78,9 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 		}
 		d.Outcome = ports.OutcomeConfirmed
 		if d.Unquarantine, err = s.leftQuarantined(ctx, group, p.State); err != nil {
+			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
+		}
+		if d.Unblock, err = s.leftBlockedByPending(ctx, group, p.State); err != nil {
 			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
 		}
 		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: p.CommitSeq,
@@ -100,7 +111,11 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 	switch d.Outcome {
 	case ports.OutcomeDropped:
 		s.event(EventDropped)
-		s.event(EventQuarantined)
+		if d.Block != nil {
+			s.event(EventBlocked)
+		} else {
+			s.event(EventQuarantined)
+		}
 	case ports.OutcomeExpired:
 		s.event(EventExpired)
 	case ports.OutcomeConfirmed:

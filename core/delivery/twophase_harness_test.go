@@ -324,6 +324,7 @@ var twoPhaseRules = []struct {
 	{"ADR0030D3_ReportsKept30Days", ruleADR0030D3_ReportsKept30Days},
 	{"ADR0030D4_NoGraceConfirmsOnFirstOK", ruleADR0030D4_NoGraceConfirmsOnFirstOK},
 	{"COMP417_ClientNoticeRefused", ruleCOMP417_ClientNoticeRefused},
+	{"ADR0030A2_BlockTheDevice", ruleADR0030A2_BlockTheDevice},
 }
 
 // ADR-0030 Decisions 1 to 6, COMP-410 to COMP-424: every rule test on
