@@ -20,21 +20,35 @@ import (
 func (p *twoPhase) groupWithPhone() (phone *world.Member, id []byte) {
 	p.t.Helper()
 	phone = p.Member("bobphone"+p.t.Name()[len(p.t.Name())-4:], world.Config{RecoveryKey: p.bob.C.Identity().RecoveryKey})
-	g, err := p.alice.C.CreateGroup(p.Ctx, client.GroupOptions{Name: "g", Members: []string{p.bob.C.InboxID(), p.carol.C.InboxID()}})
+	return phone, p.groupBy(p.alice, p.bob, p.carol, phone)
+}
+
+// groupBy makes owner's registered group (owner a super admin) with the
+// inboxes of others, every member consenting.
+func (p *twoPhase) groupBy(owner *world.Member, others ...*world.Member) []byte {
+	p.t.Helper()
+	var inboxes []string
+	for _, m := range others {
+		if m.C.InboxID() != owner.C.InboxID() && !slices.Contains(inboxes, m.C.InboxID()) {
+			inboxes = append(inboxes, m.C.InboxID())
+		}
+	}
+	g, err := owner.C.CreateGroup(p.Ctx, client.GroupOptions{Name: "g", Members: inboxes})
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	id = g.ID()
+	id := g.ID()
 	if _, err := p.store.PublicState(p.Ctx, id); errors.Is(err, ports.ErrNotFound) {
-		p.publish(p.alice, id, p.groupInfo(p.alice, id))
+		p.publish(owner, id, p.groupInfo(owner, id))
 	}
-	world.SyncAll(p.alice, p.bob, p.carol, phone)
-	for _, m := range []*world.Member{p.alice, p.bob, p.carol, phone} {
+	all := append([]*world.Member{owner}, others...)
+	world.SyncAll(all...)
+	for _, m := range all {
 		if err := m.Conv(id).SetConsent(p.Ctx, ports.ConsentAllowed); err != nil {
 			p.t.Fatal(err)
 		}
 	}
-	return phone, id
+	return id
 }
 
 // resyncPending has m resync the group; its external commit pends. It

@@ -108,7 +108,7 @@ func (s *Service) phase(i int, topic []byte, t *groupTrack, before ports.GroupVi
 	if t.stage != nil {
 		return because(RefusedBatch, fmt.Errorf("envelope %d: %w: a commit that takes two phases is its group's last commit in a batch", i, ports.ErrInvalidArgument))
 	}
-	if oneStep(before, pc) {
+	if oneStep(before, pc) && !ownerJoinWaits(pc) { // amendment rule 3: ownerjoin.go
 		if t.pending != nil {
 			t.supersede = t.pending.CommitSeq
 		}
@@ -129,9 +129,9 @@ func (s *Service) phase(i int, topic []byte, t *groupTrack, before ports.GroupVi
 // oneStep reports whether a commit takes effect at once (Decision 1): its
 // committer inbox is a super admin in the epoch before it. A group
 // without roles (a DM) has no super admin, so every commit takes two
-// phases. Amendment rule 3 (a super admin's resync or recovery join
-// with other own installations in the group waits for them) is not
-// applied here: such a join takes effect at once.
+// phases. A super admin's resync or recovery join whose inbox has other
+// installations in the group waits for them (amendment rule 3,
+// ownerjoin.go).
 func oneStep(before ports.GroupView, pc ports.PublicCommit) bool {
 	r, err := policy.RolesOf(before)
 	if err != nil {

@@ -76,16 +76,24 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 		if len(ok) == 0 {
 			return time.Time{}, nil // only non-counting reports: cannot happen, FirstReportNS is set by counting ones
 		}
-		d.Outcome = ports.OutcomeConfirmed
-		if d.Unquarantine, err = s.leftQuarantined(ctx, group, p.State); err != nil {
-			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
+		if ns, err = s.confirmation(ctx, p, &d, reports); err != nil {
+			return time.Time{}, err
 		}
-		if d.Unblock, err = s.leftBlockedByPending(ctx, group, p.State); err != nil {
-			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
-		}
-		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: p.CommitSeq,
-			Epoch: forEpoch, InboxId: []byte(p.Committer), Reports: reportsPB(reports)})
 	default:
+		owner, err := s.ownerJoinPending(ctx, p)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
+		}
+		if owner { // amendment rule 3: none of the inbox's other installations reported before the limit
+			end := time.Unix(0, p.CreatedNS).Add(s.tp.OwnerJoinLimit)
+			if now.Before(end) {
+				return end, nil
+			}
+			if ns, err = s.confirmation(ctx, p, &d, reports); err != nil {
+				return time.Time{}, err
+			}
+			break
+		}
 		end := time.Unix(0, p.CreatedNS).Add(s.tp.Expiry)
 		if now.Before(end) {
 			return end, nil
@@ -125,6 +133,21 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 		}
 	}
 	return time.Time{}, nil
+}
+
+// confirmation makes d confirm the pending commit p: the quarantines
+// and blocks it ends, and its CONFIRMED notice.
+func (s *Service) confirmation(ctx context.Context, p ports.PendingCommit, d *ports.AcceptanceDecision, reports []ports.AcceptanceReport) ([]*backendpb.AcceptanceNotice, error) {
+	var err error
+	d.Outcome = ports.OutcomeConfirmed
+	if d.Unquarantine, err = s.leftQuarantined(ctx, p.GroupID, p.State); err != nil {
+		return nil, fmt.Errorf("settle group %x: %w", p.GroupID, err)
+	}
+	if d.Unblock, err = s.leftBlockedByPending(ctx, p.GroupID, p.State); err != nil {
+		return nil, fmt.Errorf("settle group %x: %w", p.GroupID, err)
+	}
+	return []*backendpb.AcceptanceNotice{{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: p.CommitSeq,
+		Epoch: p.Epoch - 1, InboxId: []byte(p.Committer), Reports: reportsPB(reports)}}, nil
 }
 
 // leftQuarantined returns the group's quarantined inboxes of which state

@@ -120,7 +120,7 @@ func (p *twoPhase) openStore() *deliverydb.Store {
 func (p *twoPhase) newService(store *deliverydb.Store) *delivery.Service {
 	return delivery.New(store, &delivery.Options{Clock: p.clk, Observer: p.obs,
 		PublicGroups: mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1}),
-		TwoPhase:     &delivery.TwoPhaseOptions{GracePeriod: testGrace, Expiry: testExpiry}})
+		TwoPhase:     &delivery.TwoPhaseOptions{GracePeriod: testGrace, Expiry: testExpiry, OwnerJoinLimit: testOwnerJoinLimit}})
 }
 
 // group makes alice (the creator, a super admin) and bob and carol
@@ -325,6 +325,7 @@ var twoPhaseRules = []struct {
 	{"ADR0030D4_NoGraceConfirmsOnFirstOK", ruleADR0030D4_NoGraceConfirmsOnFirstOK},
 	{"COMP417_ClientNoticeRefused", ruleCOMP417_ClientNoticeRefused},
 	{"ADR0030A2_BlockTheDevice", ruleADR0030A2_BlockTheDevice},
+	{"ADR0030A3_OwnerJoinWaits", ruleADR0030A3_OwnerJoinWaits},
 }
 
 // ADR-0030 Decisions 1 to 6, COMP-410 to COMP-424: every rule test on
