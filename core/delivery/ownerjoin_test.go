@@ -3,6 +3,7 @@ package delivery_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -54,6 +55,24 @@ func ruleADR0030A3_OwnerJoinWaits(t *testing.T, p *twoPhase) {
 	}
 	if q := p.quarantined(id); len(q) != 0 {
 		t.Fatalf("quarantined %v", q)
+	}
+	// A super admin lifts the block (COMP-503): LIFTED names laptop.
+	lift := ports.Lift{GroupID: id, InstallationKey: laptop.C.InstallationKey()}
+	if err := p.witness(bob).Lift(p.Ctx, lift); !errors.Is(err, ports.ErrInvalidArgument) {
+		t.Fatalf("a member's lift of a block: %v", err)
+	}
+	if err := p.witness(dana).Lift(p.Ctx, ports.Lift{GroupID: id, InstallationKey: bob.C.InstallationKey()}); !errors.Is(err, ports.ErrNotFound) {
+		t.Fatalf("the lift of an installation not blocked: %v", err)
+	}
+	if err := p.witness(dana).Lift(p.Ctx, lift); err != nil {
+		t.Fatal(err)
+	}
+	ns := p.notices(bob, id, seq)
+	if last := ns[len(ns)-1]; last.GetOutcome() != backendpb.AcceptanceNotice_LIFTED || !bytes.Equal(last.GetInstallationKey(), laptop.C.InstallationKey()) {
+		t.Fatalf("last notice %v", last)
+	}
+	if b := p.blocked(id); len(b) != 0 {
+		t.Fatalf("blocked after the lift %x", b)
 	}
 
 	// Nobody of dana's answers: in effect when the limit ends.
