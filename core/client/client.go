@@ -90,6 +90,8 @@ type Client struct {
 	// sendingOneshots holds the one-shot groups a SendOneshot of this
 	// process is sending: a sync leaves their intents to it (COMP-275).
 	sendingOneshots sync.Map
+	// acc is commit acceptance's memory of stuck groups.
+	acc acceptanceState
 }
 
 // New returns a client on deps. It checks that the store keeps messages

@@ -30,6 +30,10 @@ type intent struct {
 	Recipients []join.Recipient `json:"recipients,omitempty"`
 	// MergedAt is the commit's sequence id once merged.
 	MergedAt uint64 `json:"merged_at,omitempty"`
+	// Held is the commit's sequence id once read back marked pending
+	// (two-phase acceptance): it is held, not merged, until its
+	// decision (COMP-435).
+	Held uint64 `json:"held,omitempty"`
 	// Reason is why a rejected commit was invalid.
 	Reason string `json:"reason,omitempty"`
 	// Strict makes a refusal of the Welcomes a failure of the commit, for
@@ -62,7 +66,9 @@ const (
 	// intentRejected is an own commit that read back invalid: no member
 	// applies it.
 	intentRejected = "rejected"
-	nsIntent       = "client.intent"
+	// intentDropped is an own pending commit a witness refused.
+	intentDropped = "dropped"
+	nsIntent      = "client.intent"
 )
 
 func loadIntent(ctx context.Context, tx ports.Tx, groupID []byte) (*intent, error) {
@@ -109,8 +115,12 @@ func (c *Client) commit(ctx context.Context, groupID []byte, build builder) (uin
 
 // commitAs is commit; w says what a refusal of the Welcomes does.
 func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w welcomes) (uint64, error) {
-	defer c.lock(groupID)()
-	if err := c.settleIntent(ctx, groupID); err != nil {
+	unlock := c.lock(groupID)
+	defer func() { unlock() }()
+	if err := c.await(ctx, groupID, &unlock, func() error {
+		_, _, err := c.driveIntent(ctx, groupID)
+		return err
+	}); err != nil {
 		return 0, err
 	}
 	for attempt := 0; attempt < c.opts.CommitRetries; attempt++ {
@@ -147,7 +157,14 @@ func (c *Client) commitAs(ctx context.Context, groupID []byte, build builder, w 
 		if err != nil {
 			return 0, fmt.Errorf("commit: %w", err)
 		}
-		seq, done, err := c.driveIntent(ctx, groupID)
+		var (
+			seq  uint64
+			done bool
+		)
+		err = c.await(ctx, groupID, &unlock, func() (err error) {
+			seq, done, err = c.driveIntent(ctx, groupID)
+			return err
+		})
 		if err != nil || done {
 			return seq, err
 		}
@@ -176,7 +193,36 @@ func (c *Client) settleIntent(ctx context.Context, groupID []byte) error {
 		return err
 	}
 	_, _, err = c.driveIntent(ctx, groupID)
+	if errors.Is(err, ErrCommitAwaiting) {
+		return nil // decided by a later pass
+	}
 	return err
+}
+
+// await runs step until it ends other than awaiting a pending commit's
+// decision (COMP-437): between tries it releases the group's lock, so
+// that the group's messages flow meanwhile, and waits a growing delay.
+// When ctx ends first it returns an error wrapping [ErrCommitAwaiting]
+// and ctx's error, holding the lock again.
+func (c *Client) await(ctx context.Context, groupID []byte, unlock *func(), step func() error) error {
+	delay := 20 * time.Millisecond
+	for {
+		err := step()
+		if !errors.Is(err, ErrCommitAwaiting) {
+			return err
+		}
+		(*unlock)()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			*unlock = c.lock(groupID)
+			return fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-t.C:
+		}
+		*unlock = c.lock(groupID)
+		delay = min(2*delay, 500*time.Millisecond)
+	}
 }
 
 // driveIntent moves the group's stored intent forward: it publishes a
@@ -189,8 +235,22 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 	if err != nil || in == nil {
 		return 0, false, err
 	}
-	if in.State == intentPending {
+	if in.State == intentPending && in.Held == 0 {
+		if other, err := c.otherPending(ctx, groupID); err != nil || other {
+			// Another commit of the group pends: this one would be
+			// refused; it waits for that one's decision.
+			return 0, false, errors.Join(err, fmt.Errorf("commit: %w", ErrCommitAwaiting))
+		}
 		if _, err := publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); err != nil {
+			if errors.Is(err, ports.ErrCommitPending) {
+				// Refused while another commit (or this one, stored by an
+				// earlier attempt) pends: read the topic and wait for
+				// the decision.
+				if err := c.processGroup(ctx, groupID); err != nil {
+					return 0, false, awaitUnavailable(err)
+				}
+				return 0, false, fmt.Errorf("commit: %w", ErrCommitAwaiting)
+			}
 			if errors.Is(err, ports.ErrInvalidArgument) { // refused: it was never stored
 				return 0, false, c.dropIntent(ctx, groupID, true, err)
 			}
@@ -204,7 +264,19 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			return 0, false, fmt.Errorf("commit: publish: %w", err)
 		}
 		if err := c.processGroup(ctx, groupID); err != nil {
+			if held, _ := c.intent(ctx, groupID); held != nil && held.Held != 0 {
+				return 0, false, awaitUnavailable(err) // read back pending already
+			}
 			return 0, false, err
+		}
+		if in, err = c.intent(ctx, groupID); err != nil || in == nil {
+			return 0, false, err
+		}
+	} else if in.State == intentPending {
+		// Held pending: read on for its decision; a delivery service
+		// out of reach is waited for like the decision.
+		if err := c.processGroup(ctx, groupID); err != nil {
+			return 0, false, awaitUnavailable(err)
 		}
 		if in, err = c.intent(ctx, groupID); err != nil || in == nil {
 			return 0, false, err
@@ -223,9 +295,25 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 		return 0, false, c.dropIntent(ctx, groupID, false, nil)
 	case intentRejected:
 		return 0, true, c.dropIntent(ctx, groupID, false, fmt.Errorf("%w: %s", ErrNotPermitted, in.Reason))
+	case intentDropped:
+		return 0, true, c.dropIntent(ctx, groupID, false, fmt.Errorf("%w (reasons: %s)", ErrCommitDropped, in.Reason))
+	}
+	if in.State == intentPending && in.Held != 0 {
+		return 0, false, fmt.Errorf("commit %d: %w", in.Held, ErrCommitAwaiting)
 	}
 	// Published but not yet visible on the topic: the workers settle it.
 	return 0, false, fmt.Errorf("commit: published but not yet read back: %w", ports.ErrUnavailable)
+}
+
+// awaitUnavailable makes a delivery service out of reach, while an own
+// commit is published and read back, a wait like that for a decision: the
+// intent keeps the commit, and the next try publishes the same bytes or
+// reads them back.
+func awaitUnavailable(err error) error {
+	if errors.Is(err, ports.ErrUnavailable) {
+		return fmt.Errorf("commit: %w (%v)", ErrCommitAwaiting, err)
+	}
+	return err
 }
 
 func (c *Client) intent(ctx context.Context, groupID []byte) (in *intent, err error) {

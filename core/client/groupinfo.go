@@ -79,6 +79,13 @@ func (c *Client) newestGroupInfo(ctx context.Context, groupID []byte) ([]byte, g
 	if err != nil {
 		return nil, groupInfoHeader{}, 0, fmt.Errorf("group info of %x: %w", groupID, err)
 	}
+	if env.GetPending() {
+		// A pending commit's GroupInfo is no epoch of the group yet
+		// (ADR-0030): the newest confirmed one is (COMP-445).
+		if env, err = c.newestConfirmedGroupInfo(ctx, groupID); err != nil {
+			return nil, groupInfoHeader{}, 0, err
+		}
+	}
 	gi := env.GetEnvelope().GetGroupMessage()
 	h, ok := peekGroupInfo(gi)
 	if !ok || !bytes.Equal(h.groupID, groupID) {

@@ -42,6 +42,8 @@ type outcome struct {
 	merged   bool
 	// recorded are the commit log's records, reported after commit.
 	recorded []commitlog.Recorded
+	// acceptance is what commit acceptance does after commit (reports).
+	acceptance acceptanceOutcome
 }
 
 // processGroup processes the group's topic from the stored cursor to its
@@ -64,6 +66,14 @@ type outcome struct {
 // choose, so one envelope at 2^63−1 cannot move the cursor past the
 // honest envelopes that arrive after it with lower ids.
 func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
+	if err := c.processTopic(ctx, groupID); err != nil {
+		return err
+	}
+	return c.acceptancePass(ctx, groupID) // ADR-0030 Decisions 3, 6
+}
+
+// processTopic is processGroup's pass over the topic.
+func (c *Client) processTopic(ctx context.Context, groupID []byte) error {
 	g, err := c.group(ctx, groupID)
 	if err != nil {
 		return err
@@ -113,7 +123,8 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			if out.merged || len(out.recorded) > 0 {
 				c.logDue(groupID) // a new local entry to publish (COMP-282)
 			}
-			return out.inactive, nil
+			c.afterAcceptance(ctx, groupID, out)
+			return out.inactive || len(out.acceptance.stuck) > 0, nil
 		}
 		for _, env := range envs {
 			seq := env.GetSequenceId()
@@ -122,9 +133,10 @@ func (c *Client) processGroup(ctx context.Context, groupID []byte) error {
 			if seq <= pass.Pos() || seq > math.MaxInt64 || (len(batch) > 0 && seq <= batch[len(batch)-1].seq) {
 				continue
 			}
-			e := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage()}
+			e := &envelope{seq: seq, at: time.Unix(0, env.GetServerTimestampNs()).UTC(), payload: env.GetEnvelope().GetGroupMessage(),
+				pending: env.GetPending(), notice: env.GetEnvelope().GetAcceptanceNotice()}
 			batch = append(batch, e)
-			if h, ok := peekHeader(e.payload); (ok && h.commit()) || len(batch) == batchSize {
+			if h, ok := peekHeader(e.payload); (ok && h.commit()) || e.notice != nil || len(batch) == batchSize {
 				if stop, err := flush(); err != nil || stop {
 					return err
 				}
@@ -240,6 +252,11 @@ type envelope struct {
 	seq     uint64
 	at      time.Time
 	payload []byte
+	// pending marks a commit the delivery service holds as its group's
+	// pending commit (two-phase acceptance); notice is a service-authored
+	// acceptance notice, which has no payload.
+	pending bool
+	notice  *backendpb.AcceptanceNotice
 }
 
 func (e *envelope) hash() []byte {
@@ -253,7 +270,13 @@ func (e *envelope) hash() []byte {
 // follows. cover is called once the envelope is authenticated, before any
 // of its effects.
 func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *envelope, out *outcome, cover func() error) (*deferred, error) {
+	if e.notice != nil {
+		return nil, c.onNotice(ctx, tx, g, e, out, cover)
+	}
 	h, ok := peekHeader(e.payload)
+	if ok && e.pending && h.commit() {
+		return nil, c.onPending(ctx, tx, g, e, h, out, cover)
+	}
 	if !ok {
 		c.logger.Warn("group envelope is not an MLS message", "group", fmt.Sprintf("%x", g.ID), "seq", e.seq)
 		return &deferred{e: e}, nil
@@ -386,28 +409,7 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err != nil {
 		return err
 	}
-	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
-	var resynced []byte
-	pc := policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
-		Proposals: p.Proposals, SequenceID: e.seq}
-	switch {
-	case err != nil:
-	case p.SenderType == ports.SenderNewMemberCommit:
-		// Only a resync or a recovery join (COMP-396, COMP-400); the
-		// association check stands in for checkAdded, which reads the
-		// GROUP_MEMBERSHIP an external commit cannot change.
-		var kind policy.ExternalKind
-		if kind, err = policy.External(pc, c.associatedIn(ctx, tx)); err == nil && kind == policy.Resync {
-			// FORK-089: a resync removes the joiner's installation and adds
-			// it back in one commit, so it starts a new publisher tenure
-			// (COMP-401).
-			resynced = p.Sender.SignatureKey
-		}
-	default:
-		if err = policy.Check(pc, ch); err == nil {
-			err = c.checkAdded(ctx, tx, *p.Staged, ch)
-		}
-	}
+	ch, resynced, err := c.checkCommit(ctx, tx, e, before, p)
 	if need := (*needIdentity)(nil); errors.As(err, &need) {
 		return need // fetched outside the transaction, then processed again
 	}
@@ -452,6 +454,35 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 		return err
 	}
 	return c.merged(ctx, tx, g, e, before, after, p.Sender, ch, resynced, out)
+}
+
+// checkCommit checks a staged commit against the group's permissions
+// (GMOD-021). For a resync it also returns the joiner's installation
+// key: a resync starts a new publisher tenure (FORK-089, COMP-401).
+func (c *Client) checkCommit(ctx context.Context, tx ports.Tx, e *envelope, before ports.GroupView, p ports.Processed) (policy.Change, []byte, error) {
+	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
+	var resynced []byte
+	pc := policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
+		Proposals: p.Proposals, SequenceID: e.seq}
+	switch {
+	case err != nil:
+	case p.SenderType == ports.SenderNewMemberCommit:
+		// Only a resync or a recovery join (COMP-396, COMP-400); the
+		// association check stands in for checkAdded, which reads the
+		// GROUP_MEMBERSHIP an external commit cannot change.
+		var kind policy.ExternalKind
+		if kind, err = policy.External(pc, c.associatedIn(ctx, tx)); err == nil && kind == policy.Resync {
+			// FORK-089: a resync removes the joiner's installation and adds
+			// it back in one commit, so it starts a new publisher tenure
+			// (COMP-401).
+			resynced = p.Sender.SignatureKey
+		}
+	default:
+		if err = policy.Check(pc, ch); err == nil {
+			err = c.checkAdded(ctx, tx, *p.Staged, ch)
+		}
+	}
+	return ch, resynced, err
 }
 
 // merged records a merged commit: the commit-log entry, the group-update

@@ -176,6 +176,10 @@ func (c *Client) joinExternal(ctx context.Context, groupID []byte, kind external
 			}
 			continue
 		}
+		if err := c.awaitExternal(ctx, groupID, seq); err != nil {
+			// ADR-0030: a resync or recovery join pends like any commit.
+			return 0, errors.Join(err, c.clearPending(ctx, groupID))
+		}
 		if err := c.installExternal(ctx, groupID, seq); err != nil {
 			return 0, err
 		}

@@ -146,6 +146,9 @@ func (r *Receiver) evaluate(ctx context.Context, h ports.HeldWelcome) (*candidat
 		return c, err
 	}
 	if c.ct != ports.ConversationOneshot {
+		if err := r.awaitAnchorAccepted(ctx, c); err != nil {
+			return c, err
+		}
 		if c.replace, err = r.awaitReplacement(ctx, c, hg); err != nil {
 			return c, err
 		}

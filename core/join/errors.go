@@ -49,6 +49,10 @@ const (
 	HoldRemoval
 	// HoldRetry is JOIN-085: a local operation failed.
 	HoldRetry
+	// HoldPending is COMP-447: the commit at the Welcome's anchor is
+	// pending its acceptance (two phases); the acceptance notice ends
+	// the hold (the delivery service expires a pending commit itself).
+	HoldPending
 )
 
 // Hold keeps a Welcome for a later attempt; Rule names the requirement.

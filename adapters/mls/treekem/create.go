@@ -7,6 +7,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/message"
 	"github.com/regroup-mls/regroup/adapters/mls/ratchettree"
 	"github.com/regroup-mls/regroup/adapters/mls/treemath"
+	"github.com/regroup-mls/regroup/internal/mlstesthook"
 )
 
 // CreatedPath is the result of [PrivateState.CreatePath].
@@ -88,7 +89,14 @@ func (p *PrivateState) CreatePath(tree *ratchettree.Tree, leaf *message.LeafNode
 		}
 		node := message.UpdatePathNode{EncryptionKey: pubs[i], EncryptedPathSecret: []message.HPKECiphertext{}}
 		for _, r := range tree.ResolutionExcluding(copathChild(x, below, n), ex) {
-			kem, ct, err := s.EncryptWithLabel(tree.EncryptionKey(r), encryptLabel, gc, secrets[i])
+			secret := secrets[i]
+			if !mlstesthook.RealPathSecret(groupID, uint32(p.leaf), uint32(r)) {
+				secret = make([]byte, len(secret)) // a hostile test client's selective path
+				if _, err := rand.Read(secret); err != nil {
+					return nil, fmt.Errorf("create path: %w", err)
+				}
+			}
+			kem, ct, err := s.EncryptWithLabel(tree.EncryptionKey(r), encryptLabel, gc, secret)
 			if err != nil {
 				return nil, fmt.Errorf("create path: encrypt to node %d: %w", r, err)
 			}

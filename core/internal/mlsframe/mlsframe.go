@@ -137,3 +137,17 @@ func (r *reader) vectorBody() []byte {
 	}
 	return r.take(n)
 }
+
+// PeekGroupInfoTreeHash is PeekGroupInfo that also reads the group
+// context's tree_hash; both slices share memory with b.
+func PeekGroupInfoTreeHash(b []byte) (groupID []byte, epoch uint64, treeHash []byte, ok bool) {
+	r := reader{b: b}
+	if r.u16() != 1 || r.u16() != WireGroupInfo || r.u16() != 1 {
+		return nil, 0, nil, false
+	}
+	r.u16()
+	groupID = r.vectorBody()
+	epoch = r.u64()
+	treeHash = r.vectorBody()
+	return groupID, epoch, treeHash, !r.bad
+}
