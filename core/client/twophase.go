@@ -144,12 +144,21 @@ func (c *Client) onPending(ctx context.Context, tx ports.Tx, g ports.Group, e *e
 		if need := (*needIdentity)(nil); errors.As(cerr, &need) {
 			return need // fetched outside the transaction, then processed again
 		}
+		revoked, rerr := c.ownJoinRevoked(ctx, tx, p) // revoked.go
+		if need := (*needIdentity)(nil); errors.As(rerr, &need) {
+			return need
+		}
+		if rerr != nil {
+			return rerr
+		}
 		switch {
 		case !p.Staged.Active:
 			// Removed by it: no witness (a member before and after).
 		case p.Sender.InboxID == c.InboxID() && p.SenderType != ports.SenderNewMemberCommit:
 			// Another installation of this inbox: no witness of its own
 			// inbox's member commit.
+		case revoked:
+			pc.Verdict, pc.Reason = ports.VerdictRefused, ports.ReportCredential
 		case cerr != nil:
 			pc.Verdict, pc.Reason = ports.VerdictRefused, policyReason(cerr)
 		default:
