@@ -95,3 +95,99 @@ func TestGate13_RevokedDeviceJoinBlockedNotTheUser(t *testing.T) {
 		}
 	})
 }
+
+// TestGate14_OwnersJoinWaitsForOwnDevices: ADR-0030 amendment rule 3
+// (COMP-504 to COMP-506), with -owner-join-limit 1.5s. dana, a super
+// admin, revoked her laptop (her store only): the laptop's resync waits
+// and dana's refusal drops it before the limit, blocking the laptop.
+// frank's laptop resyncs while frank is offline: it takes effect when
+// the limit ends; with frank online it takes effect after the grace
+// period (both times logged: the limit's cost). erin, whose only
+// installation was lost, recovers at once. Every honest member then
+// agrees.
+func TestGate14_OwnersJoinWaitsForOwnDevices(t *testing.T) {
+	eachDB(t, func(t *testing.T, mode string) {
+		const limit = 1500 * time.Millisecond
+		g := newGate(t, mode, "-owner-join-limit", limit.String())
+		bob := g.Member("bob", world.Config{})
+		carol := g.Member("carol", world.Config{})
+
+		// Refused by another of the super admin's installations.
+		dana := g.Member("dana", world.Config{})
+		laptop := g.Member("danalaptop", world.Config{RecoveryKey: dana.C.Identity().RecoveryKey})
+		id := g.group(dana, []*world.Member{bob, carol}, nil)
+		world.SyncAll(dana, laptop, bob, carol)
+		g.revokeLocally(dana, laptop.C.InstallationKey())
+		e0 := epoch(bob, id)
+		start := time.Now()
+		done := async(func() error { _, err := laptop.Conv(id).Resync(g.Ctx); return err })
+		t.Logf("dana's laptop's resync: %v", g.until(done, dana, bob, carol))
+		n := g.notice(bob, id, 0, backendpb.AcceptanceNotice_BLOCKED)
+		if time.Since(start) >= limit {
+			t.Logf("the refusal came after the limit (%v): the join could have taken effect", time.Since(start))
+		}
+		if !bytes.Equal(n.GetInstallationKey(), laptop.C.InstallationKey()) {
+			t.Fatalf("BLOCKED notice %v", n)
+		}
+		if hasNotice(g, bob, id, n.GetCommitSequenceId(), backendpb.AcceptanceNotice_CONFIRMED) {
+			t.Fatal("the refused resync was confirmed")
+		}
+		g.honest(id, nil, dana, bob, carol)
+		if epoch(bob, id) != e0 {
+			t.Fatalf("the dropped resync moved the epoch %d → %d", e0, epoch(bob, id))
+		}
+
+		// frank's other installation does not answer: in effect at the limit.
+		frank := g.Member("frank", world.Config{})
+		flaptop := g.Member("franklaptop", world.Config{RecoveryKey: frank.C.Identity().RecoveryKey})
+		resync := func(online bool) time.Duration {
+			id := g.group(frank, []*world.Member{bob, carol}, nil)
+			world.SyncAll(frank, flaptop, bob, carol)
+			e0 := epoch(bob, id)
+			start := time.Now()
+			done := async(func() error { _, err := flaptop.Conv(id).Resync(g.Ctx); return err })
+			ms := []*world.Member{bob, carol}
+			if online {
+				ms = append(ms, frank)
+			}
+			if err := g.until(done, ms...); err != nil {
+				t.Fatalf("frank's laptop's resync (frank online %v): %v", online, err)
+			}
+			took := time.Since(start)
+			g.notice(bob, id, 0, backendpb.AcceptanceNotice_CONFIRMED)
+			g.honest(id, nil, frank, flaptop, bob, carol)
+			if epoch(bob, id) != e0+1 {
+				t.Fatalf("epoch %d after the resync, want %d", epoch(bob, id), e0+1)
+			}
+			return took
+		}
+		offline := resync(false)
+		online := resync(true)
+		t.Logf("a super admin's resync took effect after %v with her other installation offline (limit %v), %v online (grace period 200ms)", offline, limit, online)
+
+		// erin lost her only installation: her recovery takes effect at once.
+		erin := g.Member("erin", world.Config{})
+		id = g.group(erin, []*world.Member{bob, carol}, nil)
+		e0 = epoch(bob, id)
+		erin.Close()
+		fresh := g.Member("erinnew", world.Config{RecoveryKey: erin.C.Identity().RecoveryKey})
+		start = time.Now()
+		if _, err := fresh.C.RecoverGroup(g.Ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("erin's recovery took effect after %v", time.Since(start))
+		es, err := bob.Transport.Query(g.Ctx, append([]byte{byte(ports.TopicGroupMessages)}, id...), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if n := e.GetEnvelope().GetAcceptanceNotice(); n != nil {
+				t.Fatalf("erin's recovery went through two phases: %v", n)
+			}
+		}
+		g.honest(id, nil, fresh, bob, carol)
+		if epoch(bob, id) != e0+1 {
+			t.Fatalf("epoch %d after the recovery, want %d", epoch(bob, id), e0+1)
+		}
+	})
+}
