@@ -52,17 +52,29 @@ func (p *twoPhase) groupBy(owner *world.Member, others ...*world.Member) []byte 
 }
 
 // resyncPending has m resync the group; its external commit pends. It
-// returns the commit's sequence id.
+// returns the commit's sequence id. The client's Resync waits for the
+// decision, which the fake clock holds back: it is cancelled once the
+// commit pends.
 func (p *twoPhase) resyncPending(m *world.Member, id []byte) uint64 {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.Ctx, 20*time.Second)
-	defer cancel()
-	_, err := m.Conv(id).Resync(ctx)
-	pc, ok := p.pending(id)
-	if !ok || !pc.External || pc.Committer != m.C.InboxID() {
-		p.t.Fatalf("%s's resync is not the pending commit (%+v, %v; resync: %v)", m.Name, pc, ok, err)
+	done := make(chan error, 1)
+	go func() { _, err := m.Conv(id).Resync(ctx); done <- err }()
+	defer func() { cancel(); <-done }()
+	for {
+		pc, ok := p.pending(id)
+		if ok && pc.External && pc.Committer == m.C.InboxID() {
+			return pc.CommitSeq
+		}
+		select {
+		case err := <-done:
+			done <- err
+			p.t.Fatalf("%s's resync is not the pending commit (%+v, %v; resync: %v)", m.Name, pc, ok, err)
+		case <-ctx.Done():
+			p.t.Fatalf("%s's resync did not pend", m.Name)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return pc.CommitSeq
 }
 
 func (p *twoPhase) leafOf(m *world.Member, id, key []byte) uint32 {
