@@ -88,6 +88,13 @@ type AcceptanceDecision struct {
 	// Unquarantine lists the inboxes whose quarantine a confirmed commit
 	// ends (it removed every leaf of theirs).
 	Unquarantine []string
+	// Block, when not nil, is the installation a drop blocks in the group
+	// instead of quarantining an inbox; a store that is no [BlockStore]
+	// refuses it with an error wrapping [ErrUnavailable].
+	Block *BlockedInstallation
+	// Unblock lists the installations whose block a confirmed commit
+	// ends (it took their leaf out).
+	Unblock [][]byte
 	// Notices are appended to their topics in the same transaction.
 	Notices []NewStoredEnvelope
 }

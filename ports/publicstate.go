@@ -86,6 +86,10 @@ type PublicStateAdvance struct {
 	// Unquarantine lists inboxes whose quarantine in the group ends with
 	// this advance (the new state has no leaf of theirs).
 	Unquarantine []string
+	// Unblock lists installations whose block in the group ends with
+	// it (the commit took their leaf out); a store that is no
+	// [BlockStore] ignores it.
+	Unblock [][]byte
 }
 
 // PendingAdvance describes a commit a [PublicStateAdvance] stores as

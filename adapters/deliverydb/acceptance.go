@@ -248,6 +248,14 @@ func (s *Store) Decide(ctx context.Context, d ports.AcceptanceDecision) ([]uint6
 		if err := unquarantineIn(tx, d.GroupID, d.Unquarantine); err != nil {
 			return err
 		}
+		if err := unblockIn(tx, d.GroupID, d.Unblock); err != nil {
+			return err
+		}
+		if d.Block != nil {
+			if err := blockIn(tx, d.Block); err != nil {
+				return err
+			}
+		}
 		if len(d.Notices) > 0 {
 			ids, err = s.appendTx(tx, d.Notices)
 		}

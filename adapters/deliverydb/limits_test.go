@@ -251,7 +251,7 @@ func rewindTo2(path string) error {
 			sqlDB.Close()
 		}
 	}()
-	for _, q := range []string{`DROP TABLE delivery_catch_up_commits`, `DROP TABLE delivery_leaves`, `DROP TABLE delivery_restores`, `DROP TABLE delivery_catch_up`, `DROP TABLE delivery_public_states`, `DROP TABLE delivery_accepted_commits`, `DROP TABLE delivery_acceptance_reports`,
+	for _, q := range []string{`DROP TABLE delivery_blocks`, `DROP TABLE delivery_catch_up_commits`, `DROP TABLE delivery_leaves`, `DROP TABLE delivery_restores`, `DROP TABLE delivery_catch_up`, `DROP TABLE delivery_public_states`, `DROP TABLE delivery_accepted_commits`, `DROP TABLE delivery_acceptance_reports`,
 		`DROP TABLE delivery_quarantines`, `DROP TABLE delivery_envelopes`, `DROP TABLE delivery_topics`, `DROP TABLE delivery_sequence`,
 		`DELETE FROM delivery_schema_version`} {
 		if err := db.Exec(q).Error; err != nil {

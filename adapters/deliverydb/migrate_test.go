@@ -37,7 +37,7 @@ func TestCOMP041_Migration2_CounterStartsAboveStoredIDs(t *testing.T) {
 		},
 		"postgres": func(t *testing.T) (*gorm.DB, func() *Store) {
 			boot := openPG(t) // a fresh, fully migrated schema: drop its tables
-			for _, q := range []string{`DROP TABLE delivery_catch_up_commits`, `DROP TABLE delivery_leaves`, `DROP TABLE delivery_restores`, `DROP TABLE delivery_catch_up`, `DROP TABLE delivery_public_states`, `DROP TABLE delivery_accepted_commits`, `DROP TABLE delivery_acceptance_reports`,
+			for _, q := range []string{`DROP TABLE delivery_blocks`, `DROP TABLE delivery_catch_up_commits`, `DROP TABLE delivery_leaves`, `DROP TABLE delivery_restores`, `DROP TABLE delivery_catch_up`, `DROP TABLE delivery_public_states`, `DROP TABLE delivery_accepted_commits`, `DROP TABLE delivery_acceptance_reports`,
 				`DROP TABLE delivery_quarantines`, `DROP TABLE delivery_envelopes`, `DROP TABLE delivery_topics`,
 				`DROP SEQUENCE delivery_sequence_ids`, `DROP FUNCTION delivery_take_ids`, `DROP FUNCTION delivery_append`, `DELETE FROM delivery_schema_version`} {
 				if err := boot.db.Exec(q).Error; err != nil {

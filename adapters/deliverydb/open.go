@@ -257,6 +257,13 @@ var migrations = []migration{{
 	version:  9,
 	sqlite:   catchUpTables("BLOB", "INTEGER"),
 	postgres: catchUpTables("BYTEA", "BIGINT"),
+}, {
+	// Version 10: the installations blocked per group (block.go, ADR-0030
+	// amendment rule 2). Existing databases get an empty table: nothing
+	// was blocked before this version.
+	version:  10,
+	sqlite:   blockTables("BLOB", "INTEGER"),
+	postgres: blockTables("BYTEA", "BIGINT"),
 }}
 
 // takeIDsFunction is Append's first step on PostgreSQL, in one round

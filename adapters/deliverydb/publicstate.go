@@ -184,6 +184,9 @@ func writeState(tx *gorm.DB, a ports.PublicStateAdvance, envs []ports.NewStoredE
 			return err
 		}
 	}
+	if err := unblockIn(tx, a.GroupID, a.Unblock); err != nil {
+		return err
+	}
 	if err := unquarantineIn(tx, a.GroupID, a.Unquarantine); err != nil {
 		return err
 	}

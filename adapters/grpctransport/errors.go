@@ -44,6 +44,9 @@ func toStatus(err error) (error, bool) {
 	}
 	code := codes.Unavailable
 	switch {
+	case errors.Is(err, ports.ErrBlocked):
+		// Before InvalidArgument, which it wraps (COMP-501).
+		return status.Error(codes.PermissionDenied, err.Error()), false
 	case errors.Is(err, ports.ErrQuarantined):
 		// Before InvalidArgument, which it wraps.
 		return status.Error(codes.FailedPrecondition, err.Error()), false
@@ -118,7 +121,7 @@ func isPortsErr(err error) bool {
 // [ports.ErrUnauthenticated], ResourceExhausted → [ports.ErrRateLimited],
 // Aborted → [ports.ErrEpochConflict] (or [ports.ErrCommitPending] when its
 // message starts "commit pending: "), FailedPrecondition →
-// [ports.ErrQuarantined], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
+// [ports.ErrQuarantined], PermissionDenied → [ports.ErrBlocked], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
 // call may be retried). When ctx has ended, the result also wraps ctx's
 // error.
 func FromStatus(ctx context.Context, op string, err error) error {
@@ -149,6 +152,8 @@ func FromStatus(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrEpochConflict, msg)
 	case codes.FailedPrecondition:
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrQuarantined, msg)
+	case codes.PermissionDenied:
+		return fmt.Errorf("%s: %w: %s", op, ports.ErrBlocked, msg)
 	case codes.DeadlineExceeded:
 		return fmt.Errorf("%s: %w: %w", op, ports.ErrUnavailable, context.DeadlineExceeded)
 	case codes.Canceled:

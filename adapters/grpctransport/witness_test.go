@@ -27,6 +27,10 @@ func TestCOMP419_TwoPhaseErrorClassesCrossGRPC(t *testing.T) {
 	if !errors.Is(q, ports.ErrQuarantined) || !errors.Is(q, ports.ErrInvalidArgument) {
 		t.Fatalf("ErrQuarantined came back as %v", q)
 	}
+	b := back(fmt.Errorf("envelope 0: %w: group 01: installation x", ports.ErrBlocked)) // COMP-501
+	if !errors.Is(b, ports.ErrBlocked) || errors.Is(b, ports.ErrQuarantined) || !errors.Is(b, ports.ErrInvalidArgument) {
+		t.Fatalf("ErrBlocked came back as %v", b)
+	}
 	plain := back(fmt.Errorf("%w: no", ports.ErrInvalidArgument))
 	if errors.Is(plain, ports.ErrQuarantined) || !errors.Is(plain, ports.ErrInvalidArgument) {
 		t.Fatalf("a plain invalid argument came back as %v", plain)

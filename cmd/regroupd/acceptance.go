@@ -24,5 +24,5 @@ func twoPhase(cfg config) *delivery.TwoPhaseOptions {
 	if grace == 0 {
 		grace = -1
 	}
-	return &delivery.TwoPhaseOptions{GracePeriod: grace, Expiry: cfg.PendingExpiry}
+	return &delivery.TwoPhaseOptions{GracePeriod: grace, Expiry: cfg.PendingExpiry, OwnerJoinLimit: cfg.OwnerJoinLimit}
 }

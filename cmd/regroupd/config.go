@@ -51,9 +51,10 @@ type config struct {
 	// TwoPhase runs commit acceptance in two phases (needs
 	// AcceptCommits): commits by inboxes that are not super admins wait
 	// for a witness (COMP-410). GracePeriod (0: none) and PendingExpiry
-	// are its timers.
-	TwoPhase                   bool
-	GracePeriod, PendingExpiry time.Duration
+	// are its timers; OwnerJoinLimit is how long a super admin's resync
+	// or recovery join waits for its inbox's other installations.
+	TwoPhase                                   bool
+	GracePeriod, PendingExpiry, OwnerJoinLimit time.Duration
 	// CatchUpWindow is how long a group a restore put in catch-up stays
 	// in it without taking an uploaded commit (COMP-493).
 	CatchUpWindow time.Duration
@@ -206,6 +207,7 @@ func parseConfig(args []string) (config, error) {
 	boolean(&c.TwoPhase, "two-phase", "REGROUPD_TWO_PHASE", false, "with -accept-commits, take commits by inboxes that are not super admins in two phases: pending until a witness reports (ADR-0030)")
 	duration(&c.GracePeriod, "grace-period", "REGROUPD_GRACE_PERIOD", 10*time.Second, "with -two-phase, time from a pending commit's first report to its confirmation; 0 confirms on the first OK")
 	duration(&c.CatchUpWindow, "catch-up-window", "REGROUPD_CATCH_UP_WINDOW", 10*time.Minute, "with -accept-commits, time a group a restore put in catch-up stays in it without taking an uploaded commit")
+	duration(&c.OwnerJoinLimit, "owner-join-limit", "REGROUPD_OWNER_JOIN_LIMIT", 10*time.Minute, "with -two-phase, time after which a super admin's resync or recovery join that waits for the inbox's other installations in the group takes effect when none of them reported")
 	duration(&c.PendingExpiry, "pending-expiry", "REGROUPD_PENDING_EXPIRY", 72*time.Hour, "with -two-phase, time after which a pending commit without reports expires")
 	integer(&c.PublicCacheBytes, "public-cache-bytes", "REGROUPD_PUBLIC_CACHE_BYTES", mls.DefaultPublicCacheBytes, "with -accept-commits, bytes of encoded public state whose decoded groups are kept between commits; negative keeps none")
 	integer(&c.MaxPageBytes, "max-page-bytes", "REGROUPD_MAX_PAGE_BYTES", 2<<20, "stored bytes one query page or subscription read holds (at least one envelope)")

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -424,15 +423,7 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 	if err != nil {
 		return err
 	}
-	ch, err := c.checkCommit(ctx, tx, e, before, p)
-	var resynced []byte
-	if err == nil && p.SenderType == ports.SenderNewMemberCommit &&
-		slices.ContainsFunc(before.Members, func(m ports.Member) bool { return bytes.Equal(m.SignatureKey, p.Sender.SignatureKey) }) {
-		// FORK-089: a resync removes the joiner's installation and adds it
-		// back in one commit, so it starts a new publisher tenure
-		// (COMP-401).
-		resynced = p.Sender.SignatureKey
-	}
+	ch, resynced, err := c.checkCommit(ctx, tx, e, before, p)
 	if need := (*needIdentity)(nil); errors.As(err, &need) {
 		return need // fetched outside the transaction, then processed again
 	}
@@ -480,9 +471,11 @@ func (c *Client) applyCommit(ctx context.Context, tx ports.Tx, g ports.Group, e 
 }
 
 // checkCommit checks a staged commit against the group's permissions
-// (GMOD-021).
-func (c *Client) checkCommit(ctx context.Context, tx ports.Tx, e *envelope, before ports.GroupView, p ports.Processed) (policy.Change, error) {
+// (GMOD-021). For a resync it also returns the joiner's installation
+// key: a resync starts a new publisher tenure (FORK-089, COMP-401).
+func (c *Client) checkCommit(ctx context.Context, tx ports.Tx, e *envelope, before ports.GroupView, p ports.Processed) (policy.Change, []byte, error) {
 	ch, err := policy.Diff(before, *p.Staged, p.Proposals)
+	var resynced []byte
 	pc := policy.Commit{Before: before, After: *p.Staged, Sender: p.Sender, SenderType: p.SenderType,
 		Proposals: p.Proposals, SequenceID: e.seq}
 	switch {
@@ -491,13 +484,19 @@ func (c *Client) checkCommit(ctx context.Context, tx ports.Tx, e *envelope, befo
 		// Only a resync or a recovery join (COMP-396, COMP-400); the
 		// association check stands in for checkAdded, which reads the
 		// GROUP_MEMBERSHIP an external commit cannot change.
-		_, err = policy.External(pc, c.associatedIn(ctx, tx))
+		var kind policy.ExternalKind
+		if kind, err = policy.External(pc, c.associatedIn(ctx, tx)); err == nil && kind == policy.Resync {
+			// FORK-089: a resync removes the joiner's installation and adds
+			// it back in one commit, so it starts a new publisher tenure
+			// (COMP-401).
+			resynced = p.Sender.SignatureKey
+		}
 	default:
 		if err = policy.Check(pc, ch); err == nil {
 			err = c.checkAdded(ctx, tx, *p.Staged, ch)
 		}
 	}
-	return ch, err
+	return ch, resynced, err
 }
 
 // merged records a merged commit: the commit-log entry, the group-update

@@ -140,9 +140,16 @@ func (c *Client) onPending(ctx context.Context, tx ports.Tx, g ports.Group, e *e
 		}
 	default:
 		pc.Committer, pc.Epoch, pc.TreeHash = p.Sender.InboxID, p.Staged.Epoch, bytes.Clone(p.Staged.TreeHash)
-		_, cerr := c.checkCommit(ctx, tx, e, before, p)
+		_, _, cerr := c.checkCommit(ctx, tx, e, before, p)
 		if need := (*needIdentity)(nil); errors.As(cerr, &need) {
 			return need // fetched outside the transaction, then processed again
+		}
+		revoked, rerr := c.ownJoinRevoked(ctx, tx, p) // revoked.go
+		if need := (*needIdentity)(nil); errors.As(rerr, &need) {
+			return need
+		}
+		if rerr != nil {
+			return rerr
 		}
 		switch {
 		case !p.Staged.Active:
@@ -150,6 +157,8 @@ func (c *Client) onPending(ctx context.Context, tx ports.Tx, g ports.Group, e *e
 		case p.Sender.InboxID == c.InboxID() && p.SenderType != ports.SenderNewMemberCommit:
 			// Another installation of this inbox: no witness of its own
 			// inbox's member commit.
+		case revoked:
+			pc.Verdict, pc.Reason = ports.VerdictRefused, ports.ReportCredential
 		case cerr != nil:
 			pc.Verdict, pc.Reason = ports.VerdictRefused, policyReason(cerr)
 		default:

@@ -33,6 +33,9 @@ type pendingTrack struct {
 	unquarantine []string
 	// republished: the batch repeats the pending commit.
 	republished bool
+	// blocked lists the group's blocked installations and unblock those
+	// whose block the batch's one-phase commit ends (block.go).
+	blocked, unblock [][]byte
 }
 
 // loadPending reads the group's pending commit and quarantines.
@@ -49,6 +52,9 @@ func (s *Service) loadPending(ctx context.Context, t *groupTrack) error {
 		t.pending = &p
 	}
 	if t.quarantined, err = s.acc.Quarantined(ctx, t.group); err != nil {
+		return because(RefusedUnavailable, err)
+	}
+	if t.blocked, err = s.blockedKeys(ctx, t.group); err != nil {
 		return because(RefusedUnavailable, err)
 	}
 	return nil
@@ -95,14 +101,19 @@ func (s *Service) phase(i int, topic []byte, t *groupTrack, before ports.GroupVi
 		return &refusal{reason: RefusedQuarantined, kind: KindName(topic),
 			err: fmt.Errorf("envelope %d: %w: group %x: inbox %s", i, ports.ErrQuarantined, t.group, inbox)}
 	}
+	unblock, err := blockedSender(i, topic, t, before, pc) // amendment rule 2
+	if err != nil {
+		return err
+	}
 	if t.stage != nil {
 		return because(RefusedBatch, fmt.Errorf("envelope %d: %w: a commit that takes two phases is its group's last commit in a batch", i, ports.ErrInvalidArgument))
 	}
-	if oneStep(before, pc) {
+	if oneStep(before, pc) && !ownerJoinWaits(pc) { // amendment rule 3: ownerjoin.go
 		if t.pending != nil {
 			t.supersede = t.pending.CommitSeq
 		}
 		t.unquarantine = notMembers(t.quarantined, pc.Next.View)
+		t.unblock = unblock
 		return nil
 	}
 	if t.pending != nil {
@@ -118,9 +129,9 @@ func (s *Service) phase(i int, topic []byte, t *groupTrack, before ports.GroupVi
 // oneStep reports whether a commit takes effect at once (Decision 1): its
 // committer inbox is a super admin in the epoch before it. A group
 // without roles (a DM) has no super admin, so every commit takes two
-// phases. Amendment rule 3 (a super admin's resync or recovery join
-// with other own installations in the group waits for them) is not
-// applied here: such a join takes effect at once.
+// phases. A super admin's resync or recovery join whose inbox has other
+// installations in the group waits for them (amendment rule 3,
+// ownerjoin.go).
 func oneStep(before ports.GroupView, pc ports.PublicCommit) bool {
 	r, err := policy.RolesOf(before)
 	if err != nil {
@@ -131,7 +142,7 @@ func oneStep(before ports.GroupView, pc ports.PublicCommit) bool {
 
 // finishAdvance adds two phases' part to a group's advance.
 func (t *groupTrack) finishAdvance(a *ports.PublicStateAdvance, rows []ports.NewStoredEnvelope, envs []*backendpb.ClientEnvelope, now time.Time) {
-	a.Pending, a.Supersede, a.Unquarantine = t.stage, t.supersede, t.unquarantine
+	a.Pending, a.Supersede, a.Unquarantine, a.Unblock = t.stage, t.supersede, t.unquarantine, t.unblock
 	if t.supersede != 0 {
 		a.SupersededNS = now.UnixNano()
 	}

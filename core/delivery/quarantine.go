@@ -18,8 +18,8 @@ import (
 
 // Lift implements [ports.DeliveryWitness]: the caller's installation must
 // have a leaf of a super admin inbox in the group's current state. It
-// stores a LIFTED notice on the group's topic with the change. Blocks of
-// installations are not kept by this service: lifting one fails with an
+// stores a LIFTED notice on the group's topic with the change. Lifting a
+// block of an installation (block.go) that is not blocked fails with an
 // error wrapping [ports.ErrNotFound].
 func (s *Service) Lift(ctx context.Context, caller ports.Caller, l ports.Lift) error {
 	if err := s.lift(ctx, caller, l); err != nil {
@@ -52,7 +52,7 @@ func (s *Service) lift(ctx context.Context, caller ports.Caller, l ports.Lift) e
 		return invalid("installation %x is not a super admin's member of group %x", short(caller.InstallationKey), l.GroupID)
 	}
 	if len(l.InstallationKey) != 0 {
-		return fmt.Errorf("%w: installation %x is not blocked in group %x", ports.ErrNotFound, short(l.InstallationKey), l.GroupID)
+		return s.liftBlock(ctx, l) // block.go
 	}
 	ns, err := notices(l.GroupID, s.opts.Clock.Now(), &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_LIFTED, InboxId: l.InboxID})
 	if err != nil {

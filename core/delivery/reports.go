@@ -101,7 +101,9 @@ func (s *Service) witness(ctx context.Context, caller ports.Caller, r ports.Repo
 		return invalid("installation %x is no witness of commit %d: it is not a member both before and after it", short(caller.InstallationKey), r.CommitSeq)
 	}
 	counts := true
-	if inbox == p.Committer {
+	if isOwnerJoin(before, p) {
+		counts = ownerJoinCounts(before, after, p, inbox, caller.InstallationKey) // amendment rule 3
+	} else if inbox == p.Committer {
 		switch {
 		case !p.External:
 			return invalid("installation %x is of the committer's inbox: no witness of its commit", short(caller.InstallationKey))

@@ -321,6 +321,9 @@ func (s *Service) publish(ctx context.Context, caller ports.Caller, envs []*back
 		if err = s.admitViewerMessages(ctx, caller, envs); err != nil { // COMP-403
 			return nil, nil, err
 		}
+		if err = s.admitBlocked(ctx, caller, envs); err != nil { // COMP-501
+			return nil, nil, err
+		}
 	}
 	stored := map[ports.TopicKind]int64{}
 	for _, r := range rows {

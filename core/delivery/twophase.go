@@ -43,6 +43,11 @@ type TwoPhaseOptions struct {
 	// Expiry is how long a pending commit without a counting report
 	// waits before it expires; default 72 h.
 	Expiry time.Duration
+	// OwnerJoinLimit is how long a super admin's resync or recovery join
+	// that waits for its inbox's other installations (ownerjoin.go)
+	// waits without a report of theirs before it is confirmed; default
+	// 10 min.
+	OwnerJoinLimit time.Duration
 	// ReportRetention is how long reports and decided commits are kept
 	// after the decision; default 30 days. [Service.SweepExpired]
 	// deletes older ones.
@@ -63,6 +68,9 @@ func (o *TwoPhaseOptions) withDefaults() TwoPhaseOptions {
 	}
 	if r.Expiry <= 0 {
 		r.Expiry = 72 * time.Hour
+	}
+	if r.OwnerJoinLimit <= 0 {
+		r.OwnerJoinLimit = 10 * time.Minute
 	}
 	if r.ReportRetention <= 0 {
 		r.ReportRetention = 30 * 24 * time.Hour
@@ -95,7 +103,7 @@ const (
 // AcceptanceEvents lists every acceptance event, for metrics that report
 // them at zero from the start.
 var AcceptanceEvents = []string{EventPending, EventConfirmed, EventDropped, EventExpired, EventSuperseded,
-	EventQuarantined, EventLifted, EventStuck}
+	EventQuarantined, EventLifted, EventStuck, EventBlocked}
 
 // AcceptanceObserver is an optional interface of an [Observer] that
 // hears two-phase acceptance.

@@ -54,12 +54,20 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 	var ns []*backendpb.AcceptanceNotice
 	switch {
 	case refused:
-		d.Outcome, d.Quarantine = ports.OutcomeDropped, p.Committer
-		ns = append(ns,
-			&backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_DROPPED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
-				InboxId: []byte(p.Committer), Reports: reportsPB(reports)},
-			&backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_QUARANTINED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
-				InboxId: []byte(p.Committer)})
+		d.Outcome = ports.OutcomeDropped
+		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_DROPPED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+			InboxId: []byte(p.Committer), Reports: reportsPB(reports)})
+		if d.Block, err = s.blockFor(ctx, p, reports, now.UnixNano()); err != nil { // amendment rule 2
+			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
+		}
+		if d.Block != nil {
+			ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_BLOCKED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+				InboxId: []byte(p.Committer), InstallationKey: d.Block.InstallationKey})
+			break
+		}
+		d.Quarantine = p.Committer
+		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_QUARANTINED, CommitSequenceId: p.CommitSeq, Epoch: forEpoch,
+			InboxId: []byte(p.Committer)})
 	case p.FirstReportNS != 0:
 		end := time.Unix(0, p.FirstReportNS).Add(s.tp.GracePeriod)
 		if now.Before(end) {
@@ -68,13 +76,24 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 		if len(ok) == 0 {
 			return time.Time{}, nil // only non-counting reports: cannot happen, FirstReportNS is set by counting ones
 		}
-		d.Outcome = ports.OutcomeConfirmed
-		if d.Unquarantine, err = s.leftQuarantined(ctx, group, p.State); err != nil {
+		if ns, err = s.confirmation(ctx, p, &d, reports); err != nil {
+			return time.Time{}, err
+		}
+	default:
+		owner, err := s.ownerJoinPending(ctx, p)
+		if err != nil {
 			return time.Time{}, fmt.Errorf("settle group %x: %w", group, err)
 		}
-		ns = append(ns, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: p.CommitSeq,
-			Epoch: forEpoch, InboxId: []byte(p.Committer), Reports: reportsPB(reports)})
-	default:
+		if owner { // amendment rule 3: none of the inbox's other installations reported before the limit
+			end := time.Unix(0, p.CreatedNS).Add(s.tp.OwnerJoinLimit)
+			if now.Before(end) {
+				return end, nil
+			}
+			if ns, err = s.confirmation(ctx, p, &d, reports); err != nil {
+				return time.Time{}, err
+			}
+			break
+		}
 		end := time.Unix(0, p.CreatedNS).Add(s.tp.Expiry)
 		if now.Before(end) {
 			return end, nil
@@ -100,7 +119,11 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 	switch d.Outcome {
 	case ports.OutcomeDropped:
 		s.event(EventDropped)
-		s.event(EventQuarantined)
+		if d.Block != nil {
+			s.event(EventBlocked)
+		} else {
+			s.event(EventQuarantined)
+		}
 	case ports.OutcomeExpired:
 		s.event(EventExpired)
 	case ports.OutcomeConfirmed:
@@ -110,6 +133,21 @@ func (s *Service) settle(ctx context.Context, group []byte) (time.Time, error) {
 		}
 	}
 	return time.Time{}, nil
+}
+
+// confirmation makes d confirm the pending commit p: the quarantines
+// and blocks it ends, and its CONFIRMED notice.
+func (s *Service) confirmation(ctx context.Context, p ports.PendingCommit, d *ports.AcceptanceDecision, reports []ports.AcceptanceReport) ([]*backendpb.AcceptanceNotice, error) {
+	var err error
+	d.Outcome = ports.OutcomeConfirmed
+	if d.Unquarantine, err = s.leftQuarantined(ctx, p.GroupID, p.State); err != nil {
+		return nil, fmt.Errorf("settle group %x: %w", p.GroupID, err)
+	}
+	if d.Unblock, err = s.leftBlockedByPending(ctx, p.GroupID, p.State); err != nil {
+		return nil, fmt.Errorf("settle group %x: %w", p.GroupID, err)
+	}
+	return []*backendpb.AcceptanceNotice{{Outcome: backendpb.AcceptanceNotice_CONFIRMED, CommitSequenceId: p.CommitSeq,
+		Epoch: p.Epoch - 1, InboxId: []byte(p.Committer), Reports: reportsPB(reports)}}, nil
 }
 
 // leftQuarantined returns the group's quarantined inboxes of which state

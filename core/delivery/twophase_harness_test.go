@@ -97,17 +97,16 @@ func newTwoPhase(t *testing.T, mode string) *twoPhase {
 	return p
 }
 
-// use makes the harness fail t, a subtest, with fresh event counts and,
-// after the first rule, fresh members: a rule may leave a member whose
-// engine lost its commit (commit clears it) stuck in its group, and that
-// member's client then resyncs at its next sync and waits for a decision
-// this harness's fake clock never brings.
-func (p *twoPhase) use(t *testing.T, rule int) {
+// use makes the harness fail t, a subtest, with fresh event counts and
+// fresh members: the clients repair by themselves a group a rule test
+// left them stuck in (a resync that waits for witnesses on the fake
+// clock), which must not reach the next rule's syncs.
+func (p *twoPhase) use(t *testing.T, n int) {
 	p.t, p.World.T = t, t
 	*p.obs = *newEvents()
-	if rule > 0 {
-		n := fmt.Sprint(rule)
-		p.alice, p.bob, p.carol = p.Member("alice"+n, world.Config{}), p.Member("bob"+n, world.Config{}), p.Member("carol"+n, world.Config{})
+	if n > 0 {
+		sfx := fmt.Sprint(n)
+		p.alice, p.bob, p.carol = p.Member("alice"+sfx, world.Config{}), p.Member("bob"+sfx, world.Config{}), p.Member("carol"+sfx, world.Config{})
 	}
 }
 
@@ -129,7 +128,7 @@ func (p *twoPhase) openStore() *deliverydb.Store {
 func (p *twoPhase) newService(store *deliverydb.Store) *delivery.Service {
 	return delivery.New(store, &delivery.Options{Clock: p.clk, Observer: p.obs,
 		PublicGroups: mls.NewPublicGroups(&mls.PublicOptions{CacheBytes: -1}),
-		TwoPhase:     &delivery.TwoPhaseOptions{GracePeriod: testGrace, Expiry: testExpiry}})
+		TwoPhase:     &delivery.TwoPhaseOptions{GracePeriod: testGrace, Expiry: testExpiry, OwnerJoinLimit: testOwnerJoinLimit}})
 }
 
 // group makes alice (the creator, a super admin) and bob and carol
@@ -333,6 +332,8 @@ var twoPhaseRules = []struct {
 	{"ADR0030D3_ReportsKept30Days", ruleADR0030D3_ReportsKept30Days},
 	{"ADR0030D4_NoGraceConfirmsOnFirstOK", ruleADR0030D4_NoGraceConfirmsOnFirstOK},
 	{"COMP417_ClientNoticeRefused", ruleCOMP417_ClientNoticeRefused},
+	{"ADR0030A2_BlockTheDevice", ruleADR0030A2_BlockTheDevice},
+	{"ADR0030A3_OwnerJoinWaits", ruleADR0030A3_OwnerJoinWaits},
 }
 
 // ADR-0030 Decisions 1 to 6, COMP-410 to COMP-424: every rule test on
