@@ -304,12 +304,14 @@ func (c *Client) handle(ctx context.Context, tx ports.Tx, g ports.Group, e *enve
 		}
 	}
 	if h.commit() {
-		// A commit merged already, uploaded again in a catch-up (catchup.go).
-		if done, err := mergedBefore(ctx, tx, g.ID, e.payload); err != nil || done {
-			if err == nil {
-				err = cover()
-			}
+		// A commit merged already, uploaded again in a catch-up (catchup.go)
+		// or stored again by a publish retried: a copy, which proves nothing
+		// and moves no cursor (FORK-080, COMP-271), nor is it recorded as
+		// a refused commit.
+		if done, err := mergedBefore(ctx, tx, g.ID, e.payload); err != nil {
 			return nil, err
+		} else if done {
+			return &deferred{e: e}, nil
 		}
 	}
 	before, err := c.deps.MLS.Group(ctx, tx, g.ID)
