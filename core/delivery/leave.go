@@ -80,7 +80,7 @@ func (s *Service) checkLeaves(ctx context.Context, caller ports.Caller, envs []*
 		} else if left && !leave {
 			return nil, &refusal{reason: RefusedLeft, kind: KindName(topic), err: fmt.Errorf(
 				"envelope %d: %w: installation %x left group %x: the service accepts nothing more from it there but a leave request",
-				i, ports.ErrInvalidArgument, shortKey(caller.InstallationKey), group)}
+				i, ports.ErrInvalidArgument, short(caller.InstallationKey), group)}
 		}
 		if !leave {
 			continue
@@ -127,7 +127,7 @@ func (s *Service) leaveRecord(ctx context.Context, group, key []byte) (ports.Lea
 	i := slices.IndexFunc(view.Members, func(m ports.Member) bool { return bytes.Equal(m.SignatureKey, key) })
 	if i < 0 || view.Members[i].InboxID == "" {
 		return ports.LeaveRecord{}, false, fmt.Errorf("%w: leave request from installation %x, which is no member of group %x",
-			ports.ErrInvalidArgument, shortKey(key), group)
+			ports.ErrInvalidArgument, short(key), group)
 	}
 	inbox := view.Members[i].InboxID
 	rec := ports.LeaveRecord{GroupID: group, InboxID: inbox}
@@ -240,11 +240,4 @@ func (s *Service) leftPage(ctx context.Context, caller ports.Caller, topic []byt
 	}
 	page, _, _, _ = cutLeft(page, nil, through)
 	return page, nil
-}
-
-func shortKey(b []byte) []byte {
-	if len(b) > 4 {
-		return b[:4]
-	}
-	return b
 }
