@@ -15,6 +15,7 @@
 #   make load    the delivery-service load, fault and replica runs (not part of test)
 #   make attack  the long attack run: every attack, then the fair-share table (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
+#   make interop-long the part of make interop that make test does not run (the driver's self-test, the long harness runs)
 #   make bench-peers the MLS engine next to ts-mls on the same operations (not part of test)
 #   make acceptance  ACCEPTANCE_COMMITS (default 200) random commits, resyncs and fork readds included, followed by a commit-accepting regroupd, SIGKILL included (not part of test)
 
@@ -32,7 +33,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 STATICCHECK_VERSION        := v0.8.2
 
-.PHONY: test demo examples help bench bench-peers fuzz fuzz-ci hostile proto wire lint build load attack interop tools acceptance
+.PHONY: test demo examples help bench bench-peers fuzz fuzz-ci hostile proto wire lint build load attack interop interop-long tools acceptance
 
 test:
 	$(GO) vet ./...
@@ -151,6 +152,11 @@ bench-peers:
 # every config in every suite.
 # Needs node and npm; the Go test runs npm ci when node_modules is absent.
 interop:
-	cd interop/tsmls && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && node selftest.mjs
 	$(GO) test -race -count=1 ./interop/tsmls/... ./cmd/mls-interop-client/...
+	@$(MAKE) --no-print-directory interop-long
+
+# The part of make interop that make test does not run: the driver's
+# self-test and the long harness runs. CI runs it after make test.
+interop-long:
+	cd interop/tsmls && ( [ -d node_modules ] || npm ci --no-audit --no-fund ) && node selftest.mjs
 	MLS_INTEROP_DEEP=1 $(GO) test -count=1 -timeout 30m -run 'TestHarnessDeepRandom|TestHarnessEverySuite' ./cmd/mls-interop-client/
