@@ -20,6 +20,12 @@ import (
 
 // twoPhase are the regroupd flags of the gate tests; later flags given to
 // newGate override them.
+// raceGrace is the grace period of the gates where something must reach
+// the service while a commit others accepted is still pending (a
+// refusal, a super admin's superseding commit): 200 ms is too short for
+// a loaded machine under the race detector.
+const raceGrace = 2 * time.Second
+
 var twoPhase = []string{"-accept-commits", "-two-phase", "-grace-period", "200ms", "-pending-expiry", "1h"}
 
 type gate struct {

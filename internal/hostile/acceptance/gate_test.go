@@ -91,7 +91,7 @@ func TestGate01_WithoutTwoPhasesTheGroupIsStuck(t *testing.T) {
 // OK, another member refuses (reason path), and the refusal drops it.
 func TestGate02_SelectivePathDroppedDespiteOwnersOK(t *testing.T) {
 	eachDB(t, func(t *testing.T, mode string) {
-		g := newGate(t, mode, "-grace-period", "2s")
+		g := newGate(t, mode, "-grace-period", raceGrace.String())
 		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
 		h := hostile.New(g.World, "mallory")
 		// mallory's leaf next to alice's: its path's first node is
@@ -135,7 +135,7 @@ func TestGate02_SelectivePathDroppedDespiteOwnersOK(t *testing.T) {
 // is confirmed.
 func TestGate06_OwnersCommitSupersedesPending(t *testing.T) {
 	eachDB(t, func(t *testing.T, mode string) {
-		g := newGate(t, mode)
+		g := newGate(t, mode, "-grace-period", raceGrace.String())
 		alice, bob, carol := g.Member("alice", world.Config{}), g.Member("bob", world.Config{}), g.Member("carol", world.Config{})
 		id := g.group(alice, []*world.Member{bob, carol}, nil)
 		e0 := epoch(alice, id)
