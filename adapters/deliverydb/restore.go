@@ -17,7 +17,7 @@ import (
 // counter below ids the service already handed out: clients hold those
 // ids as cursors and as the positions of their messages. [Store.Restore]
 // is run once on the restored database, with no delivery service
-// running on it, before the service starts again (COMP-460 to COMP-465):
+// running on it, before the service starts again (COMP-460 to COMP-468):
 //
 //   - the shared counter jumps above every id the database knows of by a
 //     stated gap (RestoreOptions.SequenceGap), so every id handed out
@@ -28,6 +28,10 @@ import (
 //     (the backup may hold packages that were consumed since);
 //   - every group with a public state is put in catch-up
 //     (delivery_catch_up), at its restored epoch;
+//   - every pending commit is stale (COMP-468): its pending state and
+//     GroupInfo and the commit's envelope are deleted, it is closed as
+//     expired, and RestoreOptions.ExpiredNotice's envelope (the EXPIRED
+//     notice) is appended for it;
 //   - the restore is recorded in delivery_restores.
 //
 // The delivery service keeps no authenticated session in the database:
@@ -56,6 +60,9 @@ type RestoreOptions struct {
 	AtLeast uint64
 	// Now is the restore's time; zero uses the system clock.
 	Now time.Time
+	// ExpiredNotice builds the envelope that tells a group's members that
+	// the restore expired its pending commit p; nil appends none.
+	ExpiredNotice func(p ports.PendingCommit, now time.Time) (ports.NewStoredEnvelope, error)
 }
 
 // RestoreReport is what [Store.Restore] did.
@@ -63,12 +70,15 @@ type RestoreReport struct {
 	// Highest is the highest id the restored database knew of: its
 	// counter, every topic's highest id and AtLeast.
 	Highest uint64
-	// Next is the first id handed out after the restore.
+	// Next is the first id handed out after the restore (to the first
+	// EXPIRED notice, when it appended any).
 	Next uint64
 	// KeyPackagesDeleted counts the stored key packages deleted.
 	KeyPackagesDeleted int64
 	// GroupsInCatchUp counts the groups put in catch-up.
 	GroupsInCatchUp int64
+	// PendingCommitsExpired counts the pending commits marked stale.
+	PendingCommitsExpired int64
 }
 
 // restoreTables are migration 7's tables: one row per restore, and one
@@ -140,6 +150,9 @@ func (s *Store) Restore(ctx context.Context, o RestoreOptions) (RestoreReport, e
 			return fmt.Errorf("put groups in catch-up: %w", res.Error)
 		}
 		rep.GroupsInCatchUp = res.RowsAffected
+		if rep.PendingCommitsExpired, err = s.expirePending(tx, o.ExpiredNotice, now); err != nil {
+			return err
+		}
 		return tx.Exec(`INSERT INTO delivery_restores (restored_at_ns, highest_id, next_id, key_packages_deleted, groups_in_catch_up)
 			VALUES (?, ?, ?, ?, ?)`, now.UnixNano(), int64(rep.Highest), int64(rep.Next), rep.KeyPackagesDeleted, rep.GroupsInCatchUp).Error
 	})
@@ -150,6 +163,50 @@ func (s *Store) Restore(ctx context.Context, o RestoreOptions) (RestoreReport, e
 		return RestoreReport{}, dbErr(ctx, "restore", err)
 	}
 	return rep, nil
+}
+
+// expirePending marks every pending commit stale inside the restore's
+// transaction (COMP-468): a backup's pending commit may have been
+// confirmed or dropped since, so it must neither hold the group's single
+// pending slot nor be decided over the catch-up. Its envelope goes too:
+// members who merged it upload it again (a new id, not pending), and a
+// member who never read it must not take it for a live pending commit.
+func (s *Store) expirePending(tx *gorm.DB, notice func(ports.PendingCommit, time.Time) (ports.NewStoredEnvelope, error), now time.Time) (int64, error) {
+	var rows []pendingRow
+	q := `SELECT s.group_id, s.epoch, s.commit_seq, s.group_info_seq, c.committer, c.external, c.created_ns, c.first_report_ns
+	FROM delivery_public_states s JOIN delivery_accepted_commits c ON c.group_id = s.group_id AND c.commit_seq = s.commit_seq
+	WHERE s.slot = ?`
+	if err := tx.Raw(q, slotPending).Scan(&rows).Error; err != nil {
+		return 0, fmt.Errorf("read pending commits: %w", err)
+	}
+	var notes []ports.NewStoredEnvelope
+	for _, r := range rows {
+		p := r.pending()
+		giTopic := append([]byte{byte(ports.TopicGroupInfo)}, p.GroupID...)
+		if err := discardIn(tx, p.GroupID, giTopic, &publicStateRow{GroupInfoSeq: r.GroupInfoSeq}); err != nil {
+			return 0, err
+		}
+		topic := append([]byte{byte(ports.TopicGroupMessages)}, p.GroupID...)
+		if err := tx.Exec(`DELETE FROM delivery_envelopes WHERE topic = ? AND sequence_id = ?`, blob(topic), r.CommitSeq).Error; err != nil {
+			return 0, fmt.Errorf("delete pending commit %d: %w", r.CommitSeq, err)
+		}
+		if err := closeCommit(tx, p.GroupID, p.CommitSeq, ports.OutcomeExpired, now.UnixNano()); err != nil {
+			return 0, fmt.Errorf("close pending commit %d: %w", r.CommitSeq, err)
+		}
+		if notice != nil {
+			n, err := notice(p, now)
+			if err != nil {
+				return 0, fmt.Errorf("notice of pending commit %d: %w", r.CommitSeq, err)
+			}
+			notes = append(notes, n)
+		}
+	}
+	if len(notes) > 0 {
+		if _, err := s.appendTx(tx, notes); err != nil {
+			return 0, fmt.Errorf("append expired notices: %w", err)
+		}
+	}
+	return int64(len(rows)), nil
 }
 
 // counter reads the shared counter: the last id handed out (SQLite), or

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/adapters/deliverydb"
+	"github.com/regroup-mls/regroup/core/delivery"
 )
 
 // restoreUsage is the restore subcommand's help.
@@ -20,7 +21,8 @@ const restoreUsage = `usage: regroupd restore [-database FILE|DSN] [-postgres-sc
 Prepares a database put back from a backup for service, with every regroupd
 on it stopped: moves the sequence-id counter past every id handed out before
 (by -sequence-gap above the highest id the database or -at-least knows of),
-deletes every stored key package and puts every group with a public state in
+deletes every stored key package, expires every pending commit (an EXPIRED
+notice on its group's topic) and puts every group with a public state in
 catch-up. Run it once after each restore, before starting regroupd again.
 docs/operations.md, "Backup and restore", is the procedure.
 `
@@ -44,7 +46,7 @@ func restoreCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "regroupd restore: %v\n%s", err, restoreUsage)
 		return 2
 	}
-	var o deliverydb.RestoreOptions
+	o := deliverydb.RestoreOptions{ExpiredNotice: delivery.ExpiredNotice}
 	var err error
 	if o.SequenceGap, err = strconv.ParseUint(*gap, 10, 64); err != nil || o.SequenceGap == 0 {
 		fmt.Fprintf(stderr, "regroupd restore: -sequence-gap %q is not a positive integer\n", *gap)
@@ -82,6 +84,7 @@ func restoreCommand(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("restore done", "highest_id_before", rep.Highest, "next_id", rep.Next,
-		"key_packages_deleted", rep.KeyPackagesDeleted, "groups_in_catch_up", rep.GroupsInCatchUp)
+		"key_packages_deleted", rep.KeyPackagesDeleted, "groups_in_catch_up", rep.GroupsInCatchUp,
+		"pending_commits_expired", rep.PendingCommitsExpired)
 	return 0
 }

@@ -163,6 +163,13 @@ func notice(group []byte, n *backendpb.AcceptanceNotice, now time.Time) (ports.N
 	return ports.NewStoredEnvelope{Topic: topic, Envelope: raw, ServerTimestampNS: now.UnixNano()}, nil
 }
 
+// ExpiredNotice is the EXPIRED notice of pending commit p, for a restore
+// that marks it stale (COMP-468).
+func ExpiredNotice(p ports.PendingCommit, now time.Time) (ports.NewStoredEnvelope, error) {
+	return notice(p.GroupID, &backendpb.AcceptanceNotice{Outcome: backendpb.AcceptanceNotice_EXPIRED, CommitSequenceId: p.CommitSeq,
+		Epoch: p.Epoch - 1, InboxId: []byte(p.Committer)}, now)
+}
+
 // notices builds one envelope per notice.
 func notices(group []byte, now time.Time, ns ...*backendpb.AcceptanceNotice) ([]ports.NewStoredEnvelope, error) {
 	out := make([]ports.NewStoredEnvelope, 0, len(ns))
