@@ -35,8 +35,8 @@ import (
 //     stands and the upload is refused (its members resync); otherwise the
 //     group's catch-up stops: an AcceptanceNotice STOPPED goes on the
 //     group topic, and every later commit is refused with
-//     [ports.ErrCatchUp] until an operator or a move to a new group
-//     settles it.
+//     [ports.ErrCatchUp] but a super admin's pointer to the group's
+//     successor (catchup_stopped.go): a move to a new group settles it.
 //
 // A group leaves catch-up when CatchUpWindow passes without a taken
 // upload (counted from the restore, then from each taken upload); the
@@ -113,7 +113,7 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 		return false, err
 	}
 	if t.cu.state.Stopped {
-		return true, refuseCatchUp(i, topic, t, errors.New("its catch-up stopped on conflicting uploads"))
+		return true, s.stoppedCommit(ctx, i, topic, t, msg) // catchup_stopped.go
 	}
 	pc, err := guarded(func() (ports.PublicCommit, error) { return s.opts.PublicGroups.Apply(ctx, t.state, msg) })
 	if err != nil {
