@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -155,4 +156,31 @@ func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) 
 // held.
 func (c *Client) UploadMerged(ctx context.Context, groupID []byte) (int, error) {
 	return c.uploadMerged(ctx, groupID)
+}
+
+// CatchUpStoppedEvent reports that the delivery service, in catch-up
+// after a restore, stopped the group on conflicting chains uploaded for
+// Epoch (COMP-494): it takes no commit of the group but a super admin's
+// pointer to a successor (COMP-520), so its super admins repair it with
+// [Conversation.MoveToNewGroup]. SuperAdmin reports that this
+// installation's user is one of them in the epoch it holds.
+type CatchUpStoppedEvent struct {
+	GroupID    []byte
+	Epoch      uint64
+	SuperAdmin bool
+}
+
+func (CatchUpStoppedEvent) event() {}
+
+// stoppedEvent is the event of a STOPPED notice of group g.
+func (c *Client) stoppedEvent(ctx context.Context, tx ports.Tx, g ports.Group, epoch uint64) (Event, error) {
+	ev := CatchUpStoppedEvent{GroupID: bytes.Clone(g.ID), Epoch: epoch}
+	view, err := c.deps.MLS.Group(ctx, tx, g.ID)
+	if err != nil {
+		return nil, err
+	}
+	if r, err := policy.RolesOf(view); err == nil {
+		ev.SuperAdmin = r.SuperAdmin(c.InboxID())
+	}
+	return ev, nil
 }
