@@ -123,18 +123,18 @@ func mergedBefore(ctx context.Context, tx ports.Tx, groupID, commit []byte) (boo
 
 // uploadMerged publishes the group's merged-commit log, oldest first, to
 // a delivery service that may be in catch-up. It returns how many
-// commits the service took or already held; a refusal of one commit
-// (another epoch, a catch-up rule) moves on to the next, an unavailable
-// service ends the upload.
-func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) {
+// commits the service took or already held, and lost when it refused one
+// as of another chain ([ports.ErrOtherChain]: this branch lost); a
+// refusal of one commit (another epoch, a catch-up rule) moves on to the
+// next, an unavailable service ends the upload.
+func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (taken int, lost bool, err error) {
 	var log []mergedCommit
 	if err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
 		log, err = mergedLog(ctx, tx, groupID)
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	taken := 0
 	for _, m := range log {
 		_, err := c.deps.Transport.Publish(ctx, commitBatch(groupID, m.commit, nil))
 		switch {
@@ -142,20 +142,37 @@ func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) 
 			taken++
 		case errors.Is(err, ports.ErrInvalidArgument), errors.Is(err, ports.ErrEpochConflict),
 			errors.Is(err, ports.ErrCatchUp), errors.Is(err, ports.ErrCommitPending):
+			lost = lost || errors.Is(err, ports.ErrOtherChain)
 			c.logger.Debug("merged commit not taken in catch-up", "group", fmt.Sprintf("%x", groupID), "epoch", m.epoch, "err", err)
 		default:
-			return taken, fmt.Errorf("catch-up upload of group %x: %w", groupID, err)
+			return taken, lost, fmt.Errorf("catch-up upload of group %x: %w", groupID, err)
 		}
 	}
-	return taken, nil
+	return taken, lost, nil
+}
+
+// resyncLost resyncs the group onto the chain the delivery service holds
+// after the service refused this client's chain as another one
+// (COMP-522), as [Conversation.Resync] does; the caller holds the
+// group's lock. A failure is logged: the app can still resync.
+func (c *Client) resyncLost(ctx context.Context, groupID []byte) {
+	if _, err := c.joinExternal(ctx, groupID, externalResync); err != nil {
+		c.logger.Warn("resync after a lost catch-up branch failed", "group", fmt.Sprintf("%x", groupID), "err", err)
+	}
 }
 
 // UploadMerged uploads the conversation's merged commits to the delivery
 // service, oldest first, as the client does by itself on meeting a
 // restored service, and returns how many the service took or already
-// held.
+// held. When the service refused one as of another chain, a super
+// admin's, the client resyncs the group onto that chain (COMP-522).
 func (c *Client) UploadMerged(ctx context.Context, groupID []byte) (int, error) {
-	return c.uploadMerged(ctx, groupID)
+	defer c.lock(groupID)()
+	n, lost, err := c.uploadMerged(ctx, groupID)
+	if lost && err == nil {
+		c.resyncLost(ctx, groupID)
+	}
+	return n, err
 }
 
 // CatchUpStoppedEvent reports that the delivery service, in catch-up

@@ -178,7 +178,8 @@ func (s *Service) catchUpOtherEpoch(ctx context.Context, cs ports.CatchUpStore, 
 	}
 	_, superAdmin := uploaderOf(before, callerOf(ctx).InstallationKey)
 	if adminTaken && !superAdmin {
-		return refuseCatchUp(i, topic, t, fmt.Errorf("epoch %d's commit was decided by a super admin's chain", epoch))
+		return &refusal{reason: RefusedCatchUp, kind: KindName(topic),
+			err: fmt.Errorf("envelope %d: %w: group %x: epoch %d's commit was decided by a super admin's chain", i, ports.ErrOtherChain, t.group, epoch)}
 	}
 	now := s.opts.Clock.Now()
 	if err := cs.StopCatchUp(ctx, t.group, now); err != nil {
