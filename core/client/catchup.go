@@ -193,6 +193,9 @@ func (CatchUpStoppedEvent) event() {}
 func (c *Client) stoppedEvent(ctx context.Context, tx ports.Tx, g ports.Group, epoch uint64) (Event, error) {
 	ev := CatchUpStoppedEvent{GroupID: bytes.Clone(g.ID), Epoch: epoch}
 	view, err := c.deps.MLS.Group(ctx, tx, g.ID)
+	if errors.Is(err, ports.ErrNotFound) {
+		return ev, nil // no state of the group: no role to read
+	}
 	if err != nil {
 		return nil, err
 	}

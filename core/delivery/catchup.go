@@ -113,7 +113,7 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 		return false, err
 	}
 	if t.cu.state.Stopped {
-		return true, s.stoppedCommit(ctx, i, topic, t, msg) // catchup_stopped.go
+		return true, s.stoppedCommit(ctx, i, topic, t, msg, digest) // catchup_stopped.go
 	}
 	pc, err := guarded(func() (ports.PublicCommit, error) { return s.opts.PublicGroups.Apply(ctx, t.state, msg) })
 	if err != nil {

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 // stopped: taken only when it is the group's first pointer to a
 // successor, committed by a super admin of the state's epoch (whoever
 // publishes it), and changing nothing but the successor component.
-func (s *Service) stoppedCommit(ctx context.Context, i int, topic []byte, t *groupTrack, msg []byte) error {
+func (s *Service) stoppedCommit(ctx context.Context, i int, topic []byte, t *groupTrack, msg, digest []byte) error {
 	refuse := func(why string) error {
 		return refuseCatchUp(i, topic, t, fmt.Errorf("its catch-up stopped on conflicting uploads; it takes only a super admin's pointer to its successor: %s", why))
 	}
@@ -31,6 +32,9 @@ func (s *Service) stoppedCommit(ctx context.Context, i int, topic []byte, t *gro
 	if err != nil {
 		if ports.RefusalReason(err) == "" {
 			return refusePublic(i, topic, err) // the validator failed on its own: unavailable
+		}
+		if ports.RefusalReason(err) == ports.RefusedEpoch && !t.advanced && bytes.Equal(t.stored.CommitDigest, digest) {
+			return nil // the pointer again, published twice: the store answers its id
 		}
 		return refuse(fmt.Sprintf("not a commit of the chain it holds (%v)", err))
 	}

@@ -32,6 +32,8 @@ func TestCOMP520_StoppedGroupTakesOnlyTheSuccessorPointer(t *testing.T) {
 		// commit builds m's commit setting the components in set (none:
 		// a key update), publishes it as by, and merges it on m's engine
 		// when taken.
+		var last []byte
+		var lastIDs []uint64
 		commit := func(m, by *world.Member, set map[uint16][]byte) error {
 			t.Helper()
 			var out ports.CommitOutput
@@ -56,8 +58,10 @@ func TestCOMP520_StoppedGroupTakesOnlyTheSuccessorPointer(t *testing.T) {
 				out, err = m.Engine.Commit(p.Ctx, tx, id, opts)
 				return err
 			})
-			_, err := restarted.Publish(p.Ctx, ports.Caller{InstallationKey: by.C.InstallationKey()},
+			last = out.Commit
+			ids, err := restarted.Publish(p.Ctx, ports.Caller{InstallationKey: by.C.InstallationKey()},
 				[]*backendpb.ClientEnvelope{groupEnvOf(p, id, out.Commit)})
+			lastIDs = ids
 			m.Tx(func(tx ports.Tx) error {
 				if err != nil {
 					return m.Engine.ClearPending(p.Ctx, tx, id)
@@ -88,6 +92,12 @@ func TestCOMP520_StoppedGroupTakesOnlyTheSuccessorPointer(t *testing.T) {
 		if err := commit(alice, bob, pointer); err != nil { // bob forwards it
 
 			t.Fatalf("alice's pointer to the successor in the stopped group: %v", err)
+		}
+		// Published again (a retry): the store answers its id.
+		taken := lastIDs
+		if ids, err := restarted.Publish(p.Ctx, ports.Caller{InstallationKey: alice.C.InstallationKey()},
+			[]*backendpb.ClientEnvelope{groupEnvOf(p, id, last)}); err != nil || len(ids) != 1 || ids[0] != taken[0] {
+			t.Errorf("the pointer published again: %v, %v; want its id %d", ids, err, taken[0])
 		}
 		world.SyncAll(bob, carol)
 		for _, m := range []*world.Member{bob, carol} {
