@@ -189,18 +189,20 @@ type CatchUpStoppedEvent struct {
 
 func (CatchUpStoppedEvent) event() {}
 
-// stoppedEvent is the event of a STOPPED notice of group g.
-func (c *Client) stoppedEvent(ctx context.Context, tx ports.Tx, g ports.Group, epoch uint64) (Event, error) {
+// stoppedEvent is the event of a STOPPED notice of group g. The role is
+// read from the state this installation holds; when it cannot be read the
+// event goes out without it, so the notice never costs the pass.
+func (c *Client) stoppedEvent(ctx context.Context, tx ports.Tx, g ports.Group, epoch uint64) Event {
 	ev := CatchUpStoppedEvent{GroupID: bytes.Clone(g.ID), Epoch: epoch}
 	view, err := c.deps.MLS.Group(ctx, tx, g.ID)
-	if errors.Is(err, ports.ErrNotFound) {
-		return ev, nil // no state of the group: no role to read
+	if err == nil {
+		var r policy.Roles
+		if r, err = policy.RolesOf(view); err == nil {
+			ev.SuperAdmin = r.SuperAdmin(c.InboxID())
+		}
 	}
 	if err != nil {
-		return nil, err
+		c.logger.Warn("stopped group: role not read", "group", fmt.Sprintf("%x", g.ID), "err", err)
 	}
-	if r, err := policy.RolesOf(view); err == nil {
-		ev.SuperAdmin = r.SuperAdmin(c.InboxID())
-	}
-	return ev, nil
+	return ev
 }

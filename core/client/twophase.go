@@ -252,11 +252,7 @@ func (c *Client) onNotice(ctx context.Context, tx ports.Tx, g ports.Group, e *en
 	case backendpb.AcceptanceNotice_BLOCKED:
 		out.events = append(out.events, QuarantineEvent{GroupID: bytes.Clone(g.ID), InstallationKey: bytes.Clone(n.GetInstallationKey())})
 	case backendpb.AcceptanceNotice_STOPPED:
-		ev, err := c.stoppedEvent(ctx, tx, g, n.GetEpoch()) // catchup.go
-		if err != nil {
-			return err
-		}
-		out.events = append(out.events, ev)
+		out.events = append(out.events, c.stoppedEvent(ctx, tx, g, n.GetEpoch())) // catchup.go
 	}
 	return nil
 }

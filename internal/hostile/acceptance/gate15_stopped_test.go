@@ -77,6 +77,10 @@ func TestGate15_ConflictingOwnerChainsStopTheGroup(t *testing.T) {
 			}
 		}
 
+		// Alice's pointer is of the other chain: not taken.
+		if err := alice.Conv(id).SetSuccessor(g.Ctx, bytes.Repeat([]byte{0xa1}, 16)); !errors.Is(err, ports.ErrCatchUp) {
+			t.Errorf("alice's pointer on the chain the service does not hold: %v; want ErrCatchUp", err)
+		}
 		// Bob, whose chain the service holds, moves the group.
 		next, err := bob.Conv(id).MoveToNewGroup(g.Ctx, client.GroupOptions{Name: "moved",
 			Members: []string{alice.C.InboxID(), carol.C.InboxID(), dave.C.InboxID()}})
