@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -21,6 +22,12 @@ import (
 // retries later. Like [ErrEpochConflict] it is a class of its own: the
 // change it carries is not refused by any rule.
 var ErrCatchUp = errors.New("the group is in catch-up after a restore of the delivery service")
+
+// ErrOtherChain is the [ErrCatchUp] of an uploaded commit for an epoch
+// whose commit a super admin's chain decided (COMP-494): the uploader's
+// branch lost, and its client resyncs onto the chain the service holds
+// (COMP-522). errors.Is(err, ErrCatchUp) holds for it.
+var ErrOtherChain = fmt.Errorf("%w: another chain decided the epoch", ErrCatchUp)
 
 // CatchUpState is a group's catch-up as the service stores it.
 type CatchUpState struct {

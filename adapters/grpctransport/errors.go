@@ -50,6 +50,9 @@ func toStatus(err error) (error, bool) {
 	case errors.Is(err, ports.ErrQuarantined):
 		// Before InvalidArgument, which it wraps.
 		return status.Error(codes.FailedPrecondition, err.Error()), false
+	case errors.Is(err, ports.ErrOtherChain):
+		// Before ErrCatchUp, which it wraps: a prefix more.
+		return status.Error(codes.Aborted, catchUpPrefix+otherChainPrefix+err.Error()), false
 	case errors.Is(err, ports.ErrCatchUp):
 		// Aborted like an epoch conflict, told apart by its prefix.
 		return status.Error(codes.Aborted, catchUpPrefix+err.Error()), false
@@ -102,6 +105,10 @@ const commitPendingPrefix = "commit pending: "
 // [ports.ErrCatchUp].
 const catchUpPrefix = "catch-up: "
 
+// otherChainPrefix follows catchUpPrefix in the message of an Aborted
+// status that carries [ports.ErrOtherChain] (COMP-522).
+const otherChainPrefix = "other chain: "
+
 // errNoWitness answers Report and Lift on a service that takes neither.
 var errNoWitness = fmt.Errorf("%w: the delivery service takes no reports or lifts (commit acceptance in two phases is off)", ports.ErrInvalidArgument)
 
@@ -120,7 +127,8 @@ func isPortsErr(err error) bool {
 // NotFound → [ports.ErrNotFound], Unauthenticated →
 // [ports.ErrUnauthenticated], ResourceExhausted → [ports.ErrRateLimited],
 // Aborted → [ports.ErrEpochConflict] (or [ports.ErrCommitPending] when its
-// message starts "commit pending: "), FailedPrecondition →
+// message starts "commit pending: ", [ports.ErrCatchUp] when it starts
+// "catch-up: ", [ports.ErrOtherChain] when "catch-up: other chain: "), FailedPrecondition →
 // [ports.ErrQuarantined], PermissionDenied → [ports.ErrBlocked], anything else → [ports.ErrUnavailable] (the outcome is unknown and the
 // call may be retried). When ctx has ended, the result also wraps ctx's
 // error.
@@ -143,6 +151,9 @@ func FromStatus(ctx context.Context, op string, err error) error {
 	case codes.ResourceExhausted:
 		return fmt.Errorf("%s: %w: %s", op, ports.ErrRateLimited, msg)
 	case codes.Aborted:
+		if strings.HasPrefix(msg, catchUpPrefix+otherChainPrefix) {
+			return fmt.Errorf("%s: %w: %s", op, ports.ErrOtherChain, strings.TrimPrefix(msg, catchUpPrefix+otherChainPrefix))
+		}
 		if strings.HasPrefix(msg, catchUpPrefix) {
 			return fmt.Errorf("%s: %w: %s", op, ports.ErrCatchUp, strings.TrimPrefix(msg, catchUpPrefix))
 		}

@@ -93,6 +93,19 @@ func TestErrorClassesRoundTrip(t *testing.T) {
 	}
 }
 
+// COMP-522: a catch-up refusal of another chain crosses the wire as
+// itself, and still as a catch-up refusal; a plain one does not become it.
+func TestCOMP522_OtherChainCrossesGRPC(t *testing.T) {
+	err := FromStatus(context.Background(), "op", ToStatus(fmt.Errorf("envelope 0: %w: the reason", ports.ErrOtherChain)))
+	if !errors.Is(err, ports.ErrOtherChain) || !errors.Is(err, ports.ErrCatchUp) || !strings.Contains(err.Error(), "the reason") {
+		t.Errorf("ErrOtherChain came back as %v", err)
+	}
+	err = FromStatus(context.Background(), "op", ToStatus(fmt.Errorf("envelope 0: %w: the reason", ports.ErrCatchUp)))
+	if !errors.Is(err, ports.ErrCatchUp) || errors.Is(err, ports.ErrOtherChain) {
+		t.Errorf("ErrCatchUp came back as %v", err)
+	}
+}
+
 // Over a real connection too, and a refused publish keeps its reason.
 func TestErrorClassesOverTheWire(t *testing.T) {
 	svc := &fakeService{err: fmt.Errorf("%w: envelope 0: topic kind 0x04 takes a sealed_commit_log_entry payload", ports.ErrInvalidArgument)}

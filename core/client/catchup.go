@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -122,18 +123,18 @@ func mergedBefore(ctx context.Context, tx ports.Tx, groupID, commit []byte) (boo
 
 // uploadMerged publishes the group's merged-commit log, oldest first, to
 // a delivery service that may be in catch-up. It returns how many
-// commits the service took or already held; a refusal of one commit
-// (another epoch, a catch-up rule) moves on to the next, an unavailable
-// service ends the upload.
-func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) {
+// commits the service took or already held, and lost when it refused one
+// as of another chain ([ports.ErrOtherChain]: this branch lost); a
+// refusal of one commit (another epoch, a catch-up rule) moves on to the
+// next, an unavailable service ends the upload.
+func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (taken int, lost bool, err error) {
 	var log []mergedCommit
 	if err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
 		log, err = mergedLog(ctx, tx, groupID)
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	taken := 0
 	for _, m := range log {
 		_, err := c.deps.Transport.Publish(ctx, commitBatch(groupID, m.commit, nil))
 		switch {
@@ -141,18 +142,67 @@ func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (int, error) 
 			taken++
 		case errors.Is(err, ports.ErrInvalidArgument), errors.Is(err, ports.ErrEpochConflict),
 			errors.Is(err, ports.ErrCatchUp), errors.Is(err, ports.ErrCommitPending):
+			lost = lost || errors.Is(err, ports.ErrOtherChain)
 			c.logger.Debug("merged commit not taken in catch-up", "group", fmt.Sprintf("%x", groupID), "epoch", m.epoch, "err", err)
 		default:
-			return taken, fmt.Errorf("catch-up upload of group %x: %w", groupID, err)
+			return taken, lost, fmt.Errorf("catch-up upload of group %x: %w", groupID, err)
 		}
 	}
-	return taken, nil
+	return taken, lost, nil
+}
+
+// resyncLost resyncs the group onto the chain the delivery service holds
+// after the service refused this client's chain as another one
+// (COMP-522), as [Conversation.Resync] does; the caller holds the
+// group's lock. A failure is logged: the app can still resync.
+func (c *Client) resyncLost(ctx context.Context, groupID []byte) {
+	if _, err := c.joinExternal(ctx, groupID, externalResync); err != nil {
+		c.logger.Warn("resync after a lost catch-up branch failed", "group", fmt.Sprintf("%x", groupID), "err", err)
+	}
 }
 
 // UploadMerged uploads the conversation's merged commits to the delivery
 // service, oldest first, as the client does by itself on meeting a
 // restored service, and returns how many the service took or already
-// held.
+// held. When the service refused one as of another chain, a super
+// admin's, the client resyncs the group onto that chain (COMP-522).
 func (c *Client) UploadMerged(ctx context.Context, groupID []byte) (int, error) {
-	return c.uploadMerged(ctx, groupID)
+	defer c.lock(groupID)()
+	n, lost, err := c.uploadMerged(ctx, groupID)
+	if lost && err == nil {
+		c.resyncLost(ctx, groupID)
+	}
+	return n, err
+}
+
+// CatchUpStoppedEvent reports that the delivery service, in catch-up
+// after a restore, stopped the group on conflicting chains uploaded for
+// Epoch (COMP-494): it takes no commit of the group but a super admin's
+// pointer to a successor (COMP-520), so its super admins repair it with
+// [Conversation.MoveToNewGroup]. SuperAdmin reports that this
+// installation's user is one of them in the epoch it holds.
+type CatchUpStoppedEvent struct {
+	GroupID    []byte
+	Epoch      uint64
+	SuperAdmin bool
+}
+
+func (CatchUpStoppedEvent) event() {}
+
+// stoppedEvent is the event of a STOPPED notice of group g. The role is
+// read from the state this installation holds; when it cannot be read the
+// event goes out without it, so the notice never costs the pass.
+func (c *Client) stoppedEvent(ctx context.Context, tx ports.Tx, g ports.Group, epoch uint64) Event {
+	ev := CatchUpStoppedEvent{GroupID: bytes.Clone(g.ID), Epoch: epoch}
+	view, err := c.deps.MLS.Group(ctx, tx, g.ID)
+	if err == nil {
+		var r policy.Roles
+		if r, err = policy.RolesOf(view); err == nil {
+			ev.SuperAdmin = r.SuperAdmin(c.InboxID())
+		}
+	}
+	if err != nil {
+		c.logger.Warn("stopped group: role not read", "group", fmt.Sprintf("%x", g.ID), "err", err)
+	}
+	return ev
 }

@@ -247,10 +247,16 @@ func (c *Client) driveIntent(ctx context.Context, groupID []byte) (seq uint64, d
 			// The service is in catch-up after a restore (catchup.go): it
 			// takes the merged commits it lacks first, then this commit
 			// once more; refused again, the service does not take it now.
-			_, uerr := c.uploadMerged(ctx, groupID)
+			// A chain refused as another one lost to a super admin's:
+			// the client resyncs onto the service's (COMP-522).
+			_, lost, uerr := c.uploadMerged(ctx, groupID)
 			c.logErr("catch-up", uerr)
 			if _, err = publishRetry(ctx, c.deps.Transport, commitBatch(groupID, in.Commit, in.GroupInfo)); errors.Is(err, ports.ErrCatchUp) {
-				return 0, true, c.dropIntent(ctx, groupID, true, err)
+				err = c.dropIntent(ctx, groupID, true, err)
+				if lost || errors.Is(err, ports.ErrOtherChain) {
+					c.resyncLost(ctx, groupID)
+				}
+				return 0, true, err
 			}
 		}
 		if err != nil {

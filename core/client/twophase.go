@@ -251,6 +251,8 @@ func (c *Client) onNotice(ctx context.Context, tx ports.Tx, g ports.Group, e *en
 		out.events = append(out.events, ev)
 	case backendpb.AcceptanceNotice_BLOCKED:
 		out.events = append(out.events, QuarantineEvent{GroupID: bytes.Clone(g.ID), InstallationKey: bytes.Clone(n.GetInstallationKey())})
+	case backendpb.AcceptanceNotice_STOPPED:
+		out.events = append(out.events, c.stoppedEvent(ctx, tx, g, n.GetEpoch())) // catchup.go
 	}
 	return nil
 }

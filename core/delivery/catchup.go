@@ -35,8 +35,8 @@ import (
 //     stands and the upload is refused (its members resync); otherwise the
 //     group's catch-up stops: an AcceptanceNotice STOPPED goes on the
 //     group topic, and every later commit is refused with
-//     [ports.ErrCatchUp] until an operator or a move to a new group
-//     settles it.
+//     [ports.ErrCatchUp] but a super admin's pointer to the group's
+//     successor (catchup_stopped.go): a move to a new group settles it.
 //
 // A group leaves catch-up when CatchUpWindow passes without a taken
 // upload (counted from the restore, then from each taken upload); the
@@ -113,7 +113,7 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 		return false, err
 	}
 	if t.cu.state.Stopped {
-		return true, refuseCatchUp(i, topic, t, errors.New("its catch-up stopped on conflicting uploads"))
+		return true, s.stoppedCommit(ctx, i, topic, t, msg, digest) // catchup_stopped.go
 	}
 	pc, err := guarded(func() (ports.PublicCommit, error) { return s.opts.PublicGroups.Apply(ctx, t.state, msg) })
 	if err != nil {
@@ -178,7 +178,8 @@ func (s *Service) catchUpOtherEpoch(ctx context.Context, cs ports.CatchUpStore, 
 	}
 	_, superAdmin := uploaderOf(before, callerOf(ctx).InstallationKey)
 	if adminTaken && !superAdmin {
-		return refuseCatchUp(i, topic, t, fmt.Errorf("epoch %d's commit was decided by a super admin's chain", epoch))
+		return &refusal{reason: RefusedCatchUp, kind: KindName(topic),
+			err: fmt.Errorf("envelope %d: %w: group %x: epoch %d's commit was decided by a super admin's chain", i, ports.ErrOtherChain, t.group, epoch)}
 	}
 	now := s.opts.Clock.Now()
 	if err := cs.StopCatchUp(ctx, t.group, now); err != nil {

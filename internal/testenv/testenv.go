@@ -1,6 +1,8 @@
 // Package testenv starts what regroup's end-to-end tests run against: a
 // real regroupd process built from this module, on a SQLite file or a
-// fresh PostgreSQL schema, and PostgreSQL schemas for client stores.
+// fresh PostgreSQL schema, and PostgreSQL schemas for client stores; and
+// backs up and puts back a regroupd's database as docs/operations.md
+// says ([BackupKit]).
 //
 // PostgreSQL comes from REGROUP_POSTGRES_DSN: without it the PostgreSQL
 // cases skip, and with CI=true they fail instead, so CI never passes by

@@ -362,3 +362,17 @@ func short(b []byte) []byte {
 	}
 	return b
 }
+
+// WaitServing syncs m until a restarted regroupd answers, and fails t
+// after 10 seconds.
+func WaitServing(t testing.TB, m *Member) {
+	t.Helper()
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = m.C.SyncAll(m.W.Ctx); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: regroupd not serving after the restart: %v", m.Name, err)
+}
