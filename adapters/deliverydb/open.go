@@ -117,6 +117,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 		o.Writers = 2
 	}
 	st.group = newGroupCommitter(st, min(o.Writers, o.MaxOpenConns), postgresCommit)
+	st.group.gather = true
 	return st, nil
 }
 
