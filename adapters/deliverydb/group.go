@@ -21,6 +21,9 @@ const maxGroup = 128
 // runs at a time and takes every append that queued meanwhile.
 const groupTakeover = 20 * time.Millisecond
 
+// gatherLimit bounds how long a group waits for more appends (gatherFor).
+const gatherLimit = 2 * time.Millisecond
+
 // appendReq is one Append waiting for its group commit.
 type appendReq struct {
 	ctx    context.Context
@@ -60,6 +63,9 @@ type groupCommitter struct {
 	// turn holds the one token a writer needs to collect a group.
 	turn    chan struct{}
 	writers int
+	// takeover and gatherMax are groupTakeover and gatherLimit; tests
+	// change them before the first append.
+	takeover, gatherMax time.Duration
 	// gather makes the writer wait, before it closes a group smaller than
 	// the previous one, for the appends of that group to come back (see
 	// gatherFor); PostgreSQL sets it.
@@ -81,7 +87,7 @@ type groupCommitter struct {
 // commit, which must fill in every request's ids or err.
 func newGroupCommitter(s *Store, writers int, commit func(g *groupCommitter, batch []*appendReq)) *groupCommitter {
 	g := &groupCommitter{s: s, reqs: make(chan *appendReq), quit: make(chan struct{}), ended: make(chan struct{}),
-		turn: make(chan struct{}, 1), writers: writers}
+		turn: make(chan struct{}, 1), writers: writers, takeover: groupTakeover, gatherMax: gatherLimit}
 	g.turn <- struct{}{}
 	g.commit = func(batch []*appendReq) { commit(g, batch) }
 	done := make(chan struct{}, writers)
@@ -167,7 +173,7 @@ func (g *groupCommitter) run() {
 			}
 		}
 		if g.writers > 1 && !g.freeTurns {
-			early := time.AfterFunc(groupTakeover, handOn)
+			early := time.AfterFunc(g.takeover, handOn)
 			g.commit(batch)
 			early.Stop()
 		} else {
@@ -186,7 +192,7 @@ func (g *groupCommitter) run() {
 }
 
 // gatherFor adds appends to batch as they arrive until it holds want, for
-// at most a quarter of the previous group's time (and 2 ms). The
+// at most a quarter of the previous group's time and gatherLimit. The
 // publishers a group acknowledged usually append again at once; taking
 // them into the next group instead of leaving them to the one after it
 // keeps the groups whole. A group's statement has a fixed cost in
@@ -194,7 +200,7 @@ func (g *groupCommitter) run() {
 // topics' locks, so that groups naming the same topics commit one at a
 // time: what a group costs is shared by as many appends as it holds.
 func (g *groupCommitter) gatherFor(batch []*appendReq, want int, took time.Duration) []*appendReq {
-	wait := min(took/4, 2*time.Millisecond)
+	wait := min(took/4, g.gatherMax)
 	if wait <= 0 {
 		return batch
 	}
