@@ -89,6 +89,9 @@ func TestCOMP540_OneGroupAtATime(t *testing.T) {
 	defer f.g.stop()
 	f.g.takeover = time.Hour
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	let := func() { releaseOnce.Do(func() { close(release) }) }
+	defer let() // before stop, also when the test fails
 	f.hold <- release
 	var started atomic.Int32
 	first := f.appendAsync(1, &started)
@@ -98,7 +101,7 @@ func TestCOMP540_OneGroupAtATime(t *testing.T) {
 	if got := f.groupSizes(); len(got) != 1 {
 		t.Fatalf("groups %v while the first group commits: a second writer started a group beside it", got)
 	}
-	close(release)
+	let()
 	<-first
 	<-rest
 	if got := f.groupSizes(); len(got) != 2 || got[1] != 6 {
