@@ -32,11 +32,13 @@ type Options struct {
 	// BusyTimeout is how long a SQLite writer waits for another process's
 	// lock; default 10s.
 	BusyTimeout time.Duration
-	// Writers, on PostgreSQL, is how many group statements append at
-	// once, each on its own connection; default 2. One writer makes the
-	// largest groups (the fewest statements per envelope); a second keeps
-	// appends moving while a statement waits for a topic another
-	// process's append holds.
+	// Writers, on PostgreSQL, is how many group statements may append at
+	// once, each on its own connection; default 2. The writers take
+	// turns (COMP-540): normally one group runs at a time, which makes
+	// the largest groups (the fewest statements per envelope); a second
+	// starts beside it when a group has run for 20 ms, so appends keep
+	// moving while a statement waits for a topic another process's append
+	// holds.
 	Writers int
 	// Hooks receive the store's measurements (sequence-id waits, database
 	// errors, retries) as they happen.
@@ -117,6 +119,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts *Options) (*Store, error
 		o.Writers = 2
 	}
 	st.group = newGroupCommitter(st, min(o.Writers, o.MaxOpenConns), postgresCommit)
+	st.group.gather = true
 	return st, nil
 }
 

@@ -29,8 +29,9 @@
 // Appends that queue while a writer is busy form a group, and the writer
 // runs steps 1 to 3 and the inserts for the whole group in one statement,
 // the function delivery_append (migration 4), which is its own
-// transaction; a few writers (Options.Writers) run groups in parallel,
-// and so do other processes sharing the database. Why the ordering holds:
+// transaction; a process's writers (Options.Writers) take turns, one
+// group at a time unless a group stalls (COMP-540), while other processes
+// sharing the database run theirs in parallel. Why the ordering holds:
 //
 //   - Same topic: a group calls nextval only while it holds the topic's
 //     row lock, and keeps that lock until it commits or rolls back. A

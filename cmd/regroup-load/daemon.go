@@ -37,13 +37,13 @@ type daemonArgs struct {
 
 func startDaemon(a daemonArgs) (*daemon, error) {
 	// The run measures the server, not its rate limits: every token
-	// bucket (connection, installation, server) is off.
+	// bucket (connection, installation, address, server) is off.
 	health := a.health
 	if health == "" {
 		health = "127.0.0.1:0"
 	}
 	args := []string{"-listen", a.listen, "-health-listen", health, "-database", a.database,
-		"-rate", "-1", "-identity-rate", "-1", "-global-rate", "-1", "-log-level", "info"}
+		"-rate", "-1", "-identity-rate", "-1", "-global-rate", "-1", "-address-rate", "-1", "-log-level", "info"}
 	if a.schema != "" {
 		args = append(args, "-postgres-schema", a.schema)
 	}
