@@ -140,7 +140,15 @@ func openOnce(ctx context.Context, path, dsn string, o *Options) (*Store, error)
 	// A lock still held when the busy timeout ran out is a lost race that
 	// may succeed later: the waiting already happened, so it is reported
 	// at once as a conflict rather than retried here.
-	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite", Retryable: isBusy, MaxAttempts: 1}, sqlDB.Close)
+	//
+	// Transactions of this process run one at a time on the one
+	// connection anyway, so concurrent ones share a database transaction
+	// and its commit (group commit: one fsync of the WAL for all). A
+	// relaxed transaction (ports.RelaxedTx) commits with synchronous
+	// NORMAL: its WAL frames are written, so a killed process keeps it,
+	// but not synced; the next FULL commit's sync carries them.
+	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite", Retryable: isBusy, MaxAttempts: 1,
+		GroupCommit: true, Relax: "PRAGMA synchronous=NORMAL", Unrelax: "PRAGMA synchronous=FULL"}, sqlDB.Close)
 	if err != nil {
 		sqlDB.Close()
 		return nil, err
