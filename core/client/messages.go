@@ -73,9 +73,7 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	c := cv.c
 	// Catch up first, so the message is sent in the newest epoch the
 	// client can see and every member of that epoch can read it.
-	unlock := c.lock(cv.id)
-	err := c.processGroup(ctx, cv.id)
-	unlock()
+	err := c.sendCatchUp(ctx, cv.id)
 	if err != nil && !errors.Is(err, ports.ErrUnavailable) {
 		return 0, fmt.Errorf("send: %w", err)
 	}
@@ -129,13 +127,16 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	if err != nil {
 		return 0, err
 	}
+	// The message is durable in the outbox: from here on, everything is
+	// redone from it and the topic if lost (COMP-188, COMP-551).
 	env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(cv.id), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: payload}}
-	seqs, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env})
+	seq, err := c.publish(ctx, env)
 	if err != nil {
 		return 0, fmt.Errorf("send: publish: %w", err)
 	}
+	seqs := []uint64{seq}
 	var confirmed bool
-	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+	err = c.txRelaxed(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
 		if confirmed, err = confirmSent(ctx, tx, stored, seqs[0], c.deps.Clock.Now()); err != nil {
 			return err
 		}
@@ -156,6 +157,7 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		return 0, err
 	}
 	if confirmed {
+		c.ownSent.add(stored.PayloadHash, seqs[0])
 		stored.SequenceID = seqs[0]
 		c.events.emit(MessageEvent{Message: stored})
 	}
