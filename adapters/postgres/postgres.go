@@ -135,7 +135,7 @@ func Dialect(maxAttempts int) gormstore.Dialect {
 		MaxAttempts: maxAttempts,
 		// A relaxed transaction (ports.RelaxedStore) commits without
 		// waiting for the server's WAL flush: the server keeps it unless
-		// it crashes within about three wal_writer_delay (COMP-552).
+		// it crashes within about three wal_writer_delay (COMP-553).
 		Relax: "SET LOCAL synchronous_commit TO OFF",
 		LockMigrations: func(tx *gorm.DB) error {
 			return tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()))").Error
