@@ -308,3 +308,67 @@ func sendChild(t *testing.T, path, server, group string) {
 	}
 	wg.Wait()
 }
+
+// queryCounter counts the Query calls of one topic; the first waits for
+// gate.
+type queryCounter struct {
+	ports.Transport
+	topic []byte
+	calls atomic.Int64
+	gate  chan struct{}
+}
+
+func (q *queryCounter) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	if q.topic != nil && string(topic) == string(q.topic) {
+		if q.calls.Add(1) == 1 {
+			<-q.gate
+		}
+	}
+	return q.Transport.Query(ctx, topic, after, limit)
+}
+
+// COMP-550: a send skips its catch-up when one of the same group that
+// started after the send was called has completed: sixteen sends called
+// while a catch-up is reading make two passes over the topic between
+// them (the one reading, and one that starts after they were called),
+// not sixteen.
+func TestCOMP550_ConcurrentSendsShareCatchUps(t *testing.T) {
+	w := world.New(t, "embedded")
+	const n = 16
+	qc := &queryCounter{gate: make(chan struct{})}
+	alice := w.Member("alice", world.Config{Transport: func(tr ports.Transport) ports.Transport { qc.Transport = tr; return qc }})
+	bob := newMember(w, "bob", nil)
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc.topic = append([]byte{byte(ports.TopicGroupMessages)}, g.ID()...)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := g.Send(w.Ctx, []byte(fmt.Sprintf("m%02d", i)))
+			errs <- err
+		}()
+	}
+	// Every send is called while the first pass waits in its read.
+	time.Sleep(time.Second)
+	close(qc.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pass reads one page, or two when the first is not empty.
+	if got := qc.calls.Load(); got > 4 {
+		t.Errorf("%d concurrent sends read their topic %d times, want two passes (at most 4 reads)", n, got)
+	}
+	bob.Sync()
+	if got := texts(t, bob, g.ID()); len(got) != n {
+		t.Fatalf("bob holds %d messages, want %d", len(got), n)
+	}
+}
