@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -95,15 +96,15 @@ func TestCOMP550_ConcurrentTransactionsShareACommit(t *testing.T) {
 }
 
 // COMP-550: in a shared database transaction, a transaction whose fn
-// fails, panics or whose context ends keeps none of its writes, and the
-// others keep all of theirs.
+// fails, panics, exits its goroutine or whose context ends keeps none of
+// its writes, and the others keep all of theirs.
 func TestCOMP550_SharedCommitKeepsEachTransactionWhole(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()
 	release, wait := holdStore(t, s)
 	errBoom := errors.New("boom")
 	put := func(tx ports.Tx, k string) error { return tx.Blobs().Put(ctx, "g", k, []byte(k)) }
-	results := make([]error, 5)
+	results := make([]error, 6)
 	panicked := make(chan any, 1)
 	cancelled, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -136,6 +137,15 @@ func TestCOMP550_SharedCommitKeepsEachTransactionWhole(t *testing.T) {
 		})
 	})
 	run(4, func() error { return s.Tx(ctx, func(tx ports.Tx) error { return put(tx, "ok-b") }) })
+	run(5, func() error { // as t.FailNow inside fn does
+		return s.Tx(ctx, func(tx ports.Tx) error {
+			if err := put(tx, "exited"); err != nil {
+				return err
+			}
+			runtime.Goexit()
+			return nil
+		})
+	})
 	settle()
 	before := s.Commits()
 	release()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +32,8 @@ import (
 // the sender sends one message at a time; with inflight=16, sixteen
 // goroutines send at once (an app sending from many places, or a queue
 // of messages written offline). The receiver syncs after every 50 sent.
-// of-raw is the fraction of the engine's in-memory rate reached.
+// of-raw is the fraction of the engine's in-memory rate reached, and
+// cpu-x-raw the process's CPU time per message over the reference's.
 func BenchmarkMessages(b *testing.B) {
 	for _, inflight := range []int{1, 16} {
 		b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) { benchMessages(b, inflight) })
@@ -48,7 +50,9 @@ func benchMessages(b *testing.B, inflight int) {
 	bob.Sync()
 	bobConv := bob.Conv(g.ID())
 	payload := []byte(strings.Repeat("x", 256))
+	refCPU := processCPU()
 	ref := rawMessageCost(b, 200, payload)
+	refCPU = (processCPU() - refCPU) / 200
 	due := make(chan struct{}, 1)
 	synced := make(chan error, 1)
 	go func() {
@@ -63,7 +67,7 @@ func benchMessages(b *testing.B, inflight int) {
 	var next, sent atomic.Int64
 	errs := make(chan error, inflight)
 	b.ResetTimer()
-	start := time.Now()
+	start, startCPU := time.Now(), processCPU()
 	var wg sync.WaitGroup
 	for range inflight {
 		wg.Add(1)
@@ -92,6 +96,7 @@ func benchMessages(b *testing.B, inflight int) {
 		b.Fatal(err)
 	}
 	per := time.Since(start) / time.Duration(b.N)
+	perCPU := (processCPU() - startCPU) / time.Duration(b.N)
 	b.StopTimer()
 	close(errs)
 	for err := range errs {
@@ -114,6 +119,19 @@ func benchMessages(b *testing.B, inflight int) {
 	b.ReportMetric(float64(time.Second)/float64(ref), "raw-msgs/s")
 	b.ReportMetric(float64(per)/float64(ref), "x-raw")
 	b.ReportMetric(float64(ref)/float64(per), "of-raw")
+	// CPU of the whole process (both clients and the delivery service)
+	// per message, over the reference's: what other load on the machine
+	// inflates less than wall time.
+	b.ReportMetric(float64(perCPU)/float64(refCPU), "cpu-x-raw")
+}
+
+// processCPU returns the CPU time the process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rawMessageCost returns the in-memory cost of one Encrypt by a sender
