@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/regroup-mls/regroup/adapters/gormstore"
+	"github.com/regroup-mls/regroup/adapters/postgres"
 	"github.com/regroup-mls/regroup/adapters/sqlite"
+	"github.com/regroup-mls/regroup/internal/testenv"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -57,5 +59,43 @@ func TestCOMP551_SQLiteRelaxedCommitThenFullAgain(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// COMP-553: on PostgreSQL a relaxed transaction commits with
+// synchronous_commit off, set for that transaction only: the one after
+// it runs with the server's setting again.
+func TestCOMP553_PostgresRelaxedCommitIsAsynchronous(t *testing.T) {
+	dsn := testenv.PostgresDSN(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, &postgres.Options{DSN: dsn, Schema: testenv.FreshSchema(t, dsn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	setting := func(relaxed bool) string {
+		t.Helper()
+		var v string
+		run := s.Tx
+		if relaxed {
+			run = s.TxRelaxed
+		}
+		err := run(ctx, func(tx ports.Tx) (err error) {
+			if v, err = gormstore.Setting(ctx, tx, "synchronous_commit"); err != nil {
+				return err
+			}
+			return tx.Blobs().Put(ctx, "r", "k", []byte(v))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	server := setting(false)
+	if got := setting(true); got != "off" {
+		t.Errorf("synchronous_commit %q in a relaxed transaction, want off", got)
+	}
+	if got := setting(false); got != server {
+		t.Errorf("synchronous_commit %q in the transaction after a relaxed one, want the server's %q", got, server)
 	}
 }
