@@ -240,9 +240,7 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 	if err != nil {
 		return out, err
 	}
-	if own {
-		c.ownSent.forget(batch)
-	}
+	c.ownSent.forget(batch)
 	for _, r := range reads {
 		pass.Read(r.seq, r.authenticated)
 	}

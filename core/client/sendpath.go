@@ -230,6 +230,9 @@ func (o *ownSent) only(batch []*envelope) bool {
 func (o *ownSent) forget(batch []*envelope) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(o.seqs) == 0 {
+		return
+	}
 	for _, e := range batch {
 		delete(o.seqs, sha256.Sum256(e.payload))
 	}
