@@ -99,6 +99,18 @@ func reissuedPositions(tx *gorm.DB) error {
 	return tx.Exec(`CREATE INDEX messages_topic_position ON messages (group_id, sequence_id) WHERE sequence_id > 0`).Error
 }
 
+// payloadByGroup is step 5: ByPayloadHash, which every sent message and
+// every message read runs, looks a message up by group and payload hash.
+// With an index on the hash alone, SQLite's planner chose the group's
+// index and read every message of the group; the index on both columns
+// takes its place (COMP-552).
+func payloadByGroup(tx *gorm.DB) error {
+	if err := tx.Exec(`CREATE INDEX messages_by_payload ON messages (group_id, payload_hash)`).Error; err != nil {
+		return err
+	}
+	return tx.Exec(`DROP INDEX idx_messages_payload_hash`).Error
+}
+
 func (m messages) ByPayloadHash(ctx context.Context, groupID, hash []byte) (ports.Message, error) {
 	const op = "message by payload hash"
 	if len(hash) == 0 {

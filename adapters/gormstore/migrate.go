@@ -36,6 +36,7 @@ var migrations = []migration{
 		return tx.Exec("CREATE INDEX remote_commit_log_by_commit ON remote_commit_log (group_id, commit_sequence_id, envelope_sequence_id)").Error
 	}},
 	{4, "messages: a sequence id held by more than one message", reissuedPositions},
+	{5, "messages: own messages found by group and payload hash", payloadByGroup},
 }
 
 // SchemaVersion is the schema version this build migrates databases to.

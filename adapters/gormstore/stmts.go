@@ -71,6 +71,7 @@ func (t *tx) stmt(ctx context.Context, query string) *sql.Stmt {
 // query runs a statement that returns rows in the transaction, prepared
 // once for the store.
 func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = t.ctx(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -79,6 +80,7 @@ func (t *tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, e
 
 // exec runs a statement in the transaction, prepared once for the store.
 func (t *tx) exec(ctx context.Context, query string, args ...any) error {
+	ctx = t.ctx(ctx)
 	if st := t.stmt(ctx, query); st != nil {
 		_, err := st.ExecContext(ctx, args...)
 		return err

@@ -49,6 +49,18 @@ type Dialect struct {
 	// LockMigrations runs first in the migration transaction, to keep two
 	// processes from migrating the same database at once.
 	LockMigrations func(tx *gorm.DB) error
+	// GroupCommit runs concurrent transactions of this process together,
+	// in one database transaction with one commit (see committer), for a
+	// database that runs one transaction at a time anyway (SQLite's one
+	// connection): they share the synchronous write of the commit.
+	GroupCommit bool
+	// Relax is the statement that lets a transaction commit without
+	// waiting for stable storage ([ports.RelaxedStore]); empty, every
+	// commit waits. It runs first inside the transaction, unless Unrelax
+	// is set: then Relax is a setting of the connection, run before the
+	// transaction begins, and Unrelax restores the durable default after
+	// its commit (which needs the store's one connection: GroupCommit).
+	Relax, Unrelax string
 }
 
 // Store is a [ports.Store] on a gorm database.
@@ -58,11 +70,23 @@ type Store struct {
 	closed  atomic.Bool
 	onClose func() error
 	stmts   stmtCache
+	// group queues transactions with Dialect.GroupCommit; unrelaxPending
+	// is set when restoring durable commits after a relaxed transaction
+	// failed, so the next durable one restores them first.
+	group          committer
+	unrelaxPending atomic.Bool
+	commits        atomic.Uint64
 }
 
+// Commits returns how many database transactions the store has committed
+// since it opened: with group commit, fewer than the Tx calls that
+// succeeded. For tests and benchmarks.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
+
 var (
-	_ ports.Store     = (*Store)(nil)
-	_ ports.MessageTx = (*tx)(nil)
+	_ ports.Store        = (*Store)(nil)
+	_ ports.MessageTx    = (*tx)(nil)
+	_ ports.RelaxedStore = (*Store)(nil)
 )
 
 // New migrates db to the current schema and returns a store on it. onClose,
@@ -105,7 +129,35 @@ func (s *Store) Close() error {
 // Tx runs fn in one transaction, as [ports.Store.Tx] promises. A failure the
 // dialect calls retryable reruns fn from the start after a short randomized
 // pause, at most MaxAttempts times; then the error wraps [ports.ErrConflict].
+// With [Dialect.GroupCommit], fn may share its database transaction and
+// commit with the transactions of other goroutines (committer).
 func (s *Store) Tx(ctx context.Context, fn func(tx ports.Tx) error) error {
+	if s.d.GroupCommit {
+		if s.closed.Load() {
+			return fmt.Errorf("%s store: tx: %w", s.d.Name, ports.ErrClosed)
+		}
+		return s.groupTx(ctx, fn, false)
+	}
+	return s.txLoop(ctx, fn, false)
+}
+
+// TxRelaxed implements [ports.RelaxedStore]: Tx with a commit that need
+// not wait for the disk, when the dialect has a Relax statement. With
+// GroupCommit, it shares a database transaction only with other relaxed
+// ones: a group is relaxed or durable as a whole.
+func (s *Store) TxRelaxed(ctx context.Context, fn func(tx ports.Tx) error) error {
+	relaxed := s.d.Relax != "" && (s.d.Unrelax == "" || s.d.GroupCommit)
+	if s.d.GroupCommit {
+		if s.closed.Load() {
+			return fmt.Errorf("%s store: tx: %w", s.d.Name, ports.ErrClosed)
+		}
+		return s.groupTx(ctx, fn, relaxed)
+	}
+	return s.txLoop(ctx, fn, relaxed)
+}
+
+// txLoop runs fn in a transaction of its own, retrying as Tx says.
+func (s *Store) txLoop(ctx context.Context, fn func(tx ports.Tx) error, relaxed bool) error {
 	for attempt := 1; ; attempt++ {
 		if s.closed.Load() {
 			return fmt.Errorf("%s store: tx: %w", s.d.Name, ports.ErrClosed)
@@ -113,7 +165,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx ports.Tx) error) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s store: tx: %w", s.d.Name, err)
 		}
-		err := s.once(ctx, fn)
+		err := s.once(ctx, fn, relaxed)
 		if err == nil || s.d.Retryable == nil || !s.d.Retryable(err) {
 			return err
 		}
@@ -131,28 +183,28 @@ func (s *Store) Tx(ctx context.Context, fn func(tx ports.Tx) error) error {
 	}
 }
 
-func (s *Store) once(ctx context.Context, fn func(tx ports.Tx) error) error {
-	db := s.db.WithContext(ctx).Begin(s.d.TxOptions)
-	if db.Error != nil {
-		return fmt.Errorf("%s store: begin: %w", s.d.Name, withCtx(ctx, db.Error))
+func (s *Store) once(ctx context.Context, fn func(tx ports.Tx) error, relaxed bool) error {
+	db, err := s.begin(ctx, relaxed)
+	if err != nil {
+		return fmt.Errorf("%s store: begin: %w", s.d.Name, withCtx(ctx, err))
 	}
 	finished := false
 	defer func() {
 		if !finished { // fn panicked: roll back, let the panic continue
-			db.Rollback()
+			s.end(db, relaxed, false)
 		}
 	}()
-	err := fn(&tx{db: db, s: s})
+	err = fn(&tx{db: db, s: s})
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		finished = true
-		db.Rollback()
+		s.end(db, relaxed, false)
 		return err
 	}
 	finished = true
-	if err := db.Commit().Error; err != nil {
+	if err := s.end(db, relaxed, true); err != nil {
 		return fmt.Errorf("%s store: commit: %w", s.d.Name, withCtx(ctx, err))
 	}
 	return nil
@@ -175,13 +227,81 @@ func fail(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w", op, withCtx(ctx, err))
 }
 
+// begin begins a database transaction, relaxed or durable.
+func (s *Store) begin(ctx context.Context, relaxed bool) (*gorm.DB, error) {
+	perConn := s.d.Unrelax != ""
+	if !relaxed && s.unrelaxPending.Load() {
+		if err := s.db.WithContext(ctx).Exec(s.d.Unrelax).Error; err != nil {
+			return nil, err
+		}
+		s.unrelaxPending.Store(false)
+	}
+	if relaxed && perConn {
+		if err := s.db.WithContext(ctx).Exec(s.d.Relax).Error; err != nil {
+			return nil, err
+		}
+	}
+	db := s.db.WithContext(ctx).Begin(s.d.TxOptions)
+	if db.Error != nil {
+		s.unrelax(relaxed)
+		return nil, db.Error
+	}
+	if relaxed && !perConn {
+		if err := db.Exec(s.d.Relax).Error; err != nil {
+			db.Rollback()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// end commits db (or rolls it back) and, after a relaxed transaction
+// whose setting belongs to the connection, restores the durable default.
+func (s *Store) end(db *gorm.DB, relaxed, commit bool) error {
+	var err error
+	if commit {
+		if err = db.Commit().Error; err == nil {
+			s.commits.Add(1)
+		}
+	} else {
+		db.Rollback()
+	}
+	s.unrelax(relaxed)
+	return err
+}
+
+// unrelax restores durable commits on the connection after a relaxed
+// transaction. Should that fail, the next durable transaction restores
+// them before it begins, or does not begin.
+func (s *Store) unrelax(relaxed bool) {
+	if !relaxed || s.d.Unrelax == "" {
+		return
+	}
+	if err := s.db.Exec(s.d.Unrelax).Error; err != nil {
+		s.unrelaxPending.Store(true)
+	}
+}
+
 // tx implements ports.Tx on one gorm transaction of store s.
 type tx struct {
 	db *gorm.DB
 	s  *Store
+	// detached: the transaction carries other callers' writes too (group
+	// commit), so a caller's context ending must not interrupt its
+	// statements, which some drivers answer by rolling back the whole
+	// transaction; the committer checks the context between fns instead.
+	detached bool
 }
 
-func (t *tx) q(ctx context.Context) *gorm.DB { return t.db.WithContext(ctx) }
+// ctx returns the context t's statements run under.
+func (t *tx) ctx(ctx context.Context) context.Context {
+	if t.detached {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+func (t *tx) q(ctx context.Context) *gorm.DB { return t.db.WithContext(t.ctx(ctx)) }
 
 func (t *tx) Groups() ports.Groups                         { return groups{t} }
 func (t *tx) LocalCommitLog() ports.LocalCommitLog         { return localLog{t} }

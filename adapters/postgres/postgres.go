@@ -133,6 +133,10 @@ func Dialect(maxAttempts int) gormstore.Dialect {
 		TxOptions:   &sql.TxOptions{Isolation: sql.LevelSerializable},
 		Retryable:   Retryable,
 		MaxAttempts: maxAttempts,
+		// A relaxed transaction (ports.RelaxedStore) commits without
+		// waiting for the server's WAL flush: the server keeps it unless
+		// it crashes within about three wal_writer_delay (COMP-553).
+		Relax: "SET LOCAL synchronous_commit TO OFF",
 		LockMigrations: func(tx *gorm.DB) error {
 			return tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()))").Error
 		},

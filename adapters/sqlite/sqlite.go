@@ -1,10 +1,14 @@
 // Package sqlite is the embedded default [ports.Store]: one SQLite file,
 // opened with a pure-Go driver (no cgo), in WAL mode with a busy timeout,
-// foreign keys, full synchronous commits and secure delete.
+// foreign keys, full synchronous commits and secure delete. A relaxed
+// transaction ([ports.RelaxedStore]) commits with synchronous NORMAL: a
+// killed process keeps it, a power loss may lose it (COMP-553).
 //
 // Transactions are serialized: the store holds a single connection, so
-// transactions of one process queue for it (honouring their contexts), and
-// every transaction begins with BEGIN IMMEDIATE, so a second process on the
+// transactions of one process queue for it (honouring their contexts),
+// and those queued together share one database transaction and its
+// commit, each in a savepoint of its own (group commit, COMP-550); every
+// database transaction begins with BEGIN IMMEDIATE, so a second process on the
 // same file waits up to the busy timeout for the write lock instead of
 // failing when it upgrades a read to a write. Consequently a Tx started
 // from inside another Tx's fn on the same store waits for a connection that
@@ -140,7 +144,15 @@ func openOnce(ctx context.Context, path, dsn string, o *Options) (*Store, error)
 	// A lock still held when the busy timeout ran out is a lost race that
 	// may succeed later: the waiting already happened, so it is reported
 	// at once as a conflict rather than retried here.
-	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite", Retryable: isBusy, MaxAttempts: 1}, sqlDB.Close)
+	//
+	// Transactions of this process run one at a time on the one
+	// connection anyway, so concurrent ones share a database transaction
+	// and its commit (group commit: one fsync of the WAL for all). A
+	// relaxed transaction (ports.RelaxedTx) commits with synchronous
+	// NORMAL: its WAL frames are written, so a killed process keeps it,
+	// but not synced; the next FULL commit's sync carries them.
+	s, err := gormstore.New(ctx, db, gormstore.Dialect{Name: "sqlite", Retryable: isBusy, MaxAttempts: 1,
+		GroupCommit: true, Relax: "PRAGMA synchronous=NORMAL", Unrelax: "PRAGMA synchronous=FULL"}, sqlDB.Close)
 	if err != nil {
 		sqlDB.Close()
 		return nil, err

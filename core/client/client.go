@@ -56,6 +56,11 @@ type Client struct {
 	rec      *recovery.Recovery
 
 	locks [64]sync.Mutex
+	// pub, catchups and ownSent share the message path's costs between
+	// concurrent sends (sendpath.go).
+	pub      publisher
+	catchups catchups
+	ownSent  ownSent
 	// driving: the groups whose own commit a caller drives (driving.go).
 	driving driving
 	// tails and junk are the group topics' read positions past their

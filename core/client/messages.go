@@ -73,9 +73,7 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	c := cv.c
 	// Catch up first, so the message is sent in the newest epoch the
 	// client can see and every member of that epoch can read it.
-	unlock := c.lock(cv.id)
-	err := c.processGroup(ctx, cv.id)
-	unlock()
+	err := c.sendCatchUp(ctx, cv.id)
 	if err != nil && !errors.Is(err, ports.ErrUnavailable) {
 		return 0, fmt.Errorf("send: %w", err)
 	}
@@ -129,13 +127,16 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 	if err != nil {
 		return 0, err
 	}
+	// The message is durable in the outbox: from here on, everything is
+	// redone from it and the topic if lost (COMP-188, COMP-551).
 	env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(cv.id), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: payload}}
-	seqs, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env})
+	seq, err := c.publish(ctx, env)
 	if err != nil {
 		return 0, fmt.Errorf("send: publish: %w", err)
 	}
+	seqs := []uint64{seq}
 	var confirmed bool
-	err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
+	err = c.txRelaxed(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
 		if confirmed, err = confirmSent(ctx, tx, stored, seqs[0], c.deps.Clock.Now()); err != nil {
 			return err
 		}
@@ -156,6 +157,7 @@ func (cv *Conversation) send(ctx context.Context, kind ports.MessageKind, conten
 		return 0, err
 	}
 	if confirmed {
+		c.ownSent.add(stored.PayloadHash, seqs[0])
 		stored.SequenceID = seqs[0]
 		c.events.emit(MessageEvent{Message: stored})
 	}
@@ -235,36 +237,88 @@ func (c *Client) resendOutbox(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The due messages go out up to maxPublishBatch per call (COMP-550),
+	// and the confirmations of a call's messages commit together.
 	var errs []error
-	for _, p := range due {
-		gidHex, _, _ := strings.Cut(p.key, "/")
-		gid, err := hex.DecodeString(gidHex)
-		if err != nil {
-			continue
-		}
-		env := &backendpb.ClientEnvelope{TargetTopic: groupTopic(gid), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: p.payload}}
-		seqs, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env})
-		refused := errors.Is(err, ports.ErrInvalidArgument)
-		if err != nil && !refused {
-			errs = append(errs, fmt.Errorf("resend: %w", err))
-			continue
-		}
-		h := sha256.Sum256(p.payload)
-		err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
-			if refused {
-				return tx.Blobs().Delete(ctx, nsOutbox, p.key)
-			}
-			m, err := messagesOf(tx).ByPayloadHash(ctx, gid, h[:])
-			if errors.Is(err, ports.ErrNotFound) {
-				return tx.Blobs().Delete(ctx, nsOutbox, p.key)
-			}
+	for len(due) > 0 {
+		chunk := due[:min(len(due), maxPublishBatch)]
+		due = due[len(chunk):]
+		envs := make([]*backendpb.ClientEnvelope, 0, len(chunk))
+		gids := make([][]byte, 0, len(chunk))
+		for _, p := range chunk {
+			gidHex, _, _ := strings.Cut(p.key, "/")
+			gid, err := hex.DecodeString(gidHex)
 			if err != nil {
-				return err
+				gid = nil // not a key this client wrote: skipped below
 			}
-			_, err = confirmSent(ctx, tx, m, seqs[0], c.deps.Clock.Now())
-			return err
+			gids = append(gids, gid)
+			envs = append(envs, &backendpb.ClientEnvelope{TargetTopic: groupTopic(gid), Payload: &backendpb.ClientEnvelope_GroupMessage{GroupMessage: p.payload}})
+		}
+		ok := 0
+		for i, g := range gids {
+			if g != nil {
+				envs[ok], gids[ok], chunk[ok] = envs[i], g, chunk[i]
+				ok++
+			}
+		}
+		envs, gids, chunk = envs[:ok], gids[:ok], chunk[:ok]
+		if len(chunk) == 0 {
+			continue
+		}
+		seqs := make([]uint64, len(chunk))
+		perr := make([]error, len(chunk))
+		all, err := publishRetry(ctx, c.deps.Transport, envs)
+		switch {
+		case err == nil:
+			copy(seqs, all)
+		case len(chunk) > 1 && errors.Is(err, ports.ErrInvalidArgument):
+			// A refusal stores none of the call: find the refused ones.
+			for i, env := range envs {
+				one, err := publishRetry(ctx, c.deps.Transport, []*backendpb.ClientEnvelope{env})
+				if perr[i] = err; err == nil {
+					seqs[i] = one[0]
+				}
+			}
+		default:
+			for i := range perr {
+				perr[i] = err
+			}
+		}
+		err = c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+			for i, p := range chunk {
+				refused := errors.Is(perr[i], ports.ErrInvalidArgument)
+				if perr[i] != nil && !refused {
+					continue
+				}
+				if refused {
+					if err := tx.Blobs().Delete(ctx, nsOutbox, p.key); err != nil {
+						return err
+					}
+					continue
+				}
+				h := sha256.Sum256(p.payload)
+				m, err := messagesOf(tx).ByPayloadHash(ctx, gids[i], h[:])
+				if errors.Is(err, ports.ErrNotFound) {
+					if err := tx.Blobs().Delete(ctx, nsOutbox, p.key); err != nil {
+						return err
+					}
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if _, err := confirmSent(ctx, tx, m, seqs[i], c.deps.Clock.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		errs = append(errs, err)
+		for i := range chunk {
+			if perr[i] != nil && !errors.Is(perr[i], ports.ErrInvalidArgument) {
+				errs = append(errs, fmt.Errorf("resend: %w", perr[i]))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

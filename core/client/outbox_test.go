@@ -95,3 +95,55 @@ func TestCOMP188_UnconfirmedSendIsRepublished(t *testing.T) {
 		})
 	}
 }
+
+// COMP-550: the outbox publishes the messages whose confirmation is
+// overdue together, in one call, and confirms each at its own id.
+func TestCOMP550_OutboxRepublishesInOneCall(t *testing.T) {
+	w := world.New(t, "embedded")
+	clk := clock.NewFake(time.Now())
+	tr := &lossy{}
+	pc := &publishCounter{}
+	alice := w.Member("alice", world.Config{Clock: clk, Transport: func(inner ports.Transport) ports.Transport {
+		pc.Transport = inner
+		tr.Transport = pc
+		return tr
+	}})
+	bob := newMember(w, "bob", nil)
+	g, err := alice.C.CreateGroup(w.Ctx, client.GroupOptions{Members: []string{bob.C.InboxID()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob.Sync()
+	const n = 5
+	tr.failing.Store(true)
+	for i := range n {
+		if _, err := g.Send(w.Ctx, []byte(fmt.Sprintf("m%d", i))); err == nil {
+			t.Fatal("send succeeded through a failing transport")
+		}
+	}
+	tr.failing.Store(false)
+	pc.calls.Store(0)
+	pc.envs.Store(0)
+	clk.Advance(time.Minute)
+	alice.Sync()
+	if calls, envs := pc.calls.Load(), pc.envs.Load(); calls != 1 || envs != n {
+		t.Errorf("the outbox republished %d messages in %d calls, want %d in one", envs, calls, n)
+	}
+	msgs, err := g.Messages(w.Ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for _, m := range msgs {
+		if m.Kind == ports.MessageApplication {
+			if m.SequenceID == 0 || seen[m.SequenceID] {
+				t.Errorf("message %q confirmed at %d", m.Content, m.SequenceID)
+			}
+			seen[m.SequenceID] = true
+		}
+	}
+	bob.Sync()
+	if got := texts(t, bob, g.ID()); len(got) != n {
+		t.Fatalf("bob holds %q, want the %d messages once each", got, n)
+	}
+}

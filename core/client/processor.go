@@ -179,7 +179,13 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 		nj    *junk
 		reads []read
 	)
-	err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) error {
+	// A batch of only this process's own confirmed messages moves only
+	// the cursor, which a later read moves again (COMP-551).
+	txf, own := c.tx, c.ownSent.only(batch)
+	if own {
+		txf = c.txRelaxed
+	}
+	err := txf(ctx, func(ctx context.Context, tx ports.Tx) error {
 		out, nj, reads = outcome{}, j.clone(), nil
 		g, err := tx.Groups().Get(ctx, groupID)
 		if err != nil {
@@ -234,6 +240,7 @@ func (c *Client) processBatch(ctx context.Context, groupID []byte, batch []*enve
 	if err != nil {
 		return out, err
 	}
+	c.ownSent.forget(batch)
 	for _, r := range reads {
 		pass.Read(r.seq, r.authenticated)
 	}

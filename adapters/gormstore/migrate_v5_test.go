@@ -1,0 +1,69 @@
+package gormstore_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/regroup-mls/regroup/adapters/sqlite"
+	"github.com/regroup-mls/regroup/ports"
+)
+
+// COMP-552 across the upgrade: a store recorded at step 4 (own messages
+// found through an index on the payload hash alone) opens, its messages
+// are found by group and payload hash, and the lookup no longer reads
+// the group's messages one by one: SQLite plans it on the index of step
+// 5.
+func TestCOMP552_Step5_RecordedStoreFindsMessagesByGroupAndHash(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join("testdata", "schema-v4.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "v4.db")
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("open a recorded store: %v", err)
+	}
+	defer st.Close()
+	g := []byte("group-payload-v4")
+	err = st.Tx(ctx, func(tx ports.Tx) error {
+		ms := tx.(ports.MessageTx).Messages()
+		for i := range 3 {
+			h := sha256.Sum256([]byte(fmt.Sprintf("payload %d", i)))
+			m, err := ms.ByPayloadHash(ctx, g, h[:])
+			if err != nil {
+				return fmt.Errorf("message %d: %w", i, err)
+			}
+			if string(m.Content) != fmt.Sprintf("text %d", i) || (i == 0) != (m.SequenceID == 7) {
+				t.Errorf("message %d read as %q at %d", i, m.Content, m.SequenceID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []struct {
+		ID, Parent, Notused int
+		Detail              string
+	}
+	if err := st.DB().Raw("EXPLAIN QUERY PLAN SELECT * FROM messages WHERE group_id = ? AND payload_hash = ? AND own ORDER BY id LIMIT 1",
+		g, []byte("h")).Scan(&plan).Error; err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, p := range plan {
+		details = append(details, p.Detail)
+	}
+	if got := strings.Join(details, "; "); !strings.Contains(got, "messages_by_payload (group_id=? AND payload_hash=?)") {
+		t.Errorf("ByPayloadHash's query is planned as %q, want a search of messages_by_payload on both columns", got)
+	}
+}
