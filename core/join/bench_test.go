@@ -16,6 +16,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
@@ -79,7 +80,7 @@ func copyStore(b *testing.B, from, to string) {
 // BenchmarkWelcome measures processing one Welcome through the ports on
 // SQLite (read the topic, unwrap, stage, resolve every member inbox's
 // identity from the delivery service, validate, install with the commit
-// log's membership) at 10, 100 and 1,000 members. In the same run it
+// log's membership) at 10, 100, 1,000 and 10,000 members. In the same run it
 // measures the engine's own join of that Welcome in memory (the reference,
 // group.Join), the unwrap alone, and the identity resolution of every
 // member inbox alone from an empty cache, both one AssociationState call
@@ -87,9 +88,14 @@ func copyStore(b *testing.B, from, to string) {
 // (identity-batch, what the receiver uses), and reports each per
 // operation and the overhead ratio against the engine.
 func BenchmarkWelcome(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			w := newWorld(b, "sqlite")
+			// One publisher stores every member's identity update: about
+			// 1.1 MB at 10,000 members, past the default hourly quota of
+			// identity updates (COMP-325); every other default stays.
+			quotas := delivery.DefaultQuotas()
+			quotas[ports.TopicIdentityUpdates] = delivery.Quota{Bytes: 1 << 30, Window: time.Hour}
+			w := newWorldQuotas(b, "sqlite", quotas)
 			a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{})
 			kps, mem := a.members(n - 2)
 			g := a.newGroup(groupSpec{})

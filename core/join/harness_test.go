@@ -107,6 +107,13 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newWorld(t testing.TB, db string) *world {
 	t.Helper()
+	return newWorldQuotas(t, db, nil)
+}
+
+// newWorldQuotas is newWorld with the service's quotas (nil: the
+// defaults).
+func newWorldQuotas(t testing.TB, db string, quotas map[ports.TopicKind]delivery.Quota) *world {
+	t.Helper()
 	if db == "postgres" {
 		pgDSN(t)
 	}
@@ -121,7 +128,7 @@ func newWorld(t testing.TB, db string) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := delivery.New(store, &delivery.Options{Clock: clk,
+	svc := delivery.New(store, &delivery.Options{Clock: clk, Quotas: quotas,
 		KeyPackageValidator: &delivery.KeyPackageAdmission{Parser: engine, Wrappers: builtinRegistry(t)}})
 	return &world{t: t, ctx: testCtx(t), clock: clk, svc: svc, db: db}
 }
