@@ -111,12 +111,12 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newWorld(t testing.TB, db string) *world {
 	t.Helper()
-	return newWorldQuotas(t, db, nil)
+	return newWorldWith(t, db, delivery.Options{})
 }
 
-// newWorldQuotas is newWorld with the service's quotas (nil: the
-// defaults).
-func newWorldQuotas(t testing.TB, db string, quotas map[ports.TopicKind]delivery.Quota) *world {
+// newWorldWith is newWorld with the service's options: opts with the
+// world's clock and key-package admission set.
+func newWorldWith(t testing.TB, db string, opts delivery.Options) *world {
 	t.Helper()
 	if db == "postgres" {
 		pgDSN(t)
@@ -132,8 +132,8 @@ func newWorldQuotas(t testing.TB, db string, quotas map[ports.TopicKind]delivery
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := delivery.New(store, &delivery.Options{Clock: clk, Quotas: quotas,
-		KeyPackageValidator: &delivery.KeyPackageAdmission{Parser: engine, Wrappers: builtinRegistry(t)}})
+	opts.Clock, opts.KeyPackageValidator = clk, &delivery.KeyPackageAdmission{Parser: engine, Wrappers: builtinRegistry(t)}
+	svc := delivery.New(store, &opts)
 	return &world{t: t, ctx: testCtx(t), clock: clk, svc: svc, db: db}
 }
 
