@@ -209,8 +209,10 @@ func describe(leaf *message.LeafNode) ports.Member {
 // leafMemo remembers how leaves were described: a group's leaves outlive
 // its epochs (a tree replaces a leaf, never modifies one), so describing
 // a large group's members again after a commit costs a lookup per leaf,
-// not a credential decoding. It holds at most maxMemoLeaves leaves and
-// forgets them all when full.
+// not a credential decoding. It holds at most maxMemoLeaves leaves, or
+// twice the leaves of the largest group described (its tree before and
+// after a commit), and forgets them all when full: a group larger than
+// the fixed bound would otherwise be described anew at every view.
 type leafMemo struct {
 	mu sync.Mutex
 	m  map[*message.LeafNode]ports.Member
@@ -242,7 +244,7 @@ func membersOf(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.L
 		out[i] = toMember(uint32(ls[i]), leaf(ls[i]))
 	}
 	c.mu.Lock()
-	if len(c.m)+len(missing) > maxMemoLeaves {
+	if len(c.m)+len(missing) > max(maxMemoLeaves, 2*len(ls)) {
 		clear(c.m)
 	}
 	for _, i := range missing {

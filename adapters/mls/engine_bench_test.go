@@ -2,8 +2,11 @@ package mls_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -13,9 +16,11 @@ import (
 
 	"github.com/regroup-mls/regroup/adapters/mls"
 	"github.com/regroup-mls/regroup/adapters/mls/ciphersuite"
+	"github.com/regroup-mls/regroup/adapters/mls/codec"
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/group"
-	"github.com/regroup-mls/regroup/adapters/sqlite"
+	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/adapters/postgres"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/contentspb"
 )
@@ -24,15 +29,40 @@ import (
 // from the same stored state.
 var errRollback = errors.New("rollback")
 
-// storedInstallation is an engine whose state lives in a SQLite file.
+// storedInstallation is an engine whose state lives in a real store.
 type storedInstallation struct {
 	engine *mls.Engine
-	store  *sqlite.Store
+	store  ports.Store
 	sig    []byte
 	inbox  string
 }
 
-func newStoredInstallation(b *testing.B, dir, inbox string) *storedInstallation {
+// benchStore is a kind of store a benchmark runs over: SQLite always,
+// PostgreSQL when REGROUP_POSTGRES_DSN is set.
+type benchStore struct {
+	name string
+	open func(b *testing.B, name string) ports.Store
+}
+
+func benchStores(b *testing.B) []benchStore {
+	kinds := []benchStore{{name: "sqlite", open: func(b *testing.B, name string) ports.Store {
+		return openSQLite(b, filepath.Join(b.TempDir(), name+".db"))
+	}}}
+	dsn := os.Getenv(postgres.EnvDSN)
+	if dsn == "" {
+		b.Logf("%s is not set: the PostgreSQL cases are skipped", postgres.EnvDSN)
+		return kinds
+	}
+	return append(kinds, benchStore{name: "postgres", open: func(b *testing.B, name string) ports.Store {
+		suffix := make([]byte, 5)
+		_, _ = rand.Read(suffix)
+		schema := "mlsbench_" + hex.EncodeToString(suffix) + "_" + name
+		b.Cleanup(func() { dropSchema(b, dsn, schema) })
+		return openPostgres(b, schema)
+	}})
+}
+
+func newStoredInstallation(b *testing.B, st ports.Store, inbox string) *storedInstallation {
 	b.Helper()
 	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
 	sig, _, _ := s.GenerateSignatureKey()
@@ -40,11 +70,6 @@ func newStoredInstallation(b *testing.B, dir, inbox string) *storedInstallation 
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, inbox+".db"), &sqlite.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
 	return &storedInstallation{engine: e, store: st, sig: sig, inbox: inbox}
 }
 
@@ -104,10 +129,9 @@ func (t countingTx) Blobs() ports.Blobs { return t.blobs }
 // two commits with a path follow, so that m holds the two past epochs it
 // keeps, as in a group in use. It returns a third commit, built by a and
 // left pending, for m to process.
-func scaleSetup(b *testing.B, n int) (a, m *storedInstallation, gid, commit []byte) {
-	dir := b.TempDir()
-	a = newStoredInstallation(b, dir, "creator")
-	m = newStoredInstallation(b, dir, "member")
+func scaleSetup(b *testing.B, n int, kind benchStore) (a, m *storedInstallation, gid, commit []byte) {
+	a = newStoredInstallation(b, kind.open(b, "creator"), "creator")
+	m = newStoredInstallation(b, kind.open(b, "member"), "member")
 	gid = []byte("engine-scale")
 	mkp := keyPackageOf(b, m.engine, m.sig, m.inbox)
 	adds := [][]byte{mkp.KeyPackage}
@@ -184,8 +208,8 @@ func storedSize(b *testing.B, m *storedInstallation, gid []byte) int {
 }
 
 // BenchmarkEngineScale measures what a client pays per commit through
-// ports.MLS with its state in SQLite, for groups of 10, 100 and 1,000
-// members, next to the same work on the group in memory (package group),
+// ports.MLS with its state in SQLite and, when REGROUP_POSTGRES_DSN is
+// set, PostgreSQL, for groups of 10, 100, 1,000 and 10,000 members, next to the same work on the group in memory (package group),
 // measured in the same loop: each iteration processes and merges a
 // commit with a path through the port (Process, MergeStaged) in one
 // transaction, rolled back so that every iteration starts from the same
@@ -199,156 +223,194 @@ func storedSize(b *testing.B, m *storedInstallation, gid []byte) int {
 // the committer building a commit (the first after a bulk add, so its
 // path secret is encrypted to every other leaf) the same way.
 func BenchmarkEngineScale(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) {
-			a, m, gid, commit := scaleSetup(b, n)
-			msg, err := framing.Decode(commit)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var base *group.Group
-			m.tx(b, func(ctx context.Context, tx ports.Tx) error {
-				base, err = m.engine.LoadGroup(ctx, tx, gid)
-				return err
-			})
-			state := storedSize(b, m, gid)
-			b.Run("process-and-merge-commit", func(b *testing.B) {
-				// Wall time, and this thread's CPU time, which load from
-				// other processes does not inflate.
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				var port, mem, portCPU, memCPU time.Duration
-				written := 0
-				for i := 0; i < b.N; i++ {
-					c0 := threadCPU()
-					t0 := time.Now()
-					m.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
-						written = 0
-						ctx2 := countingTx{Tx: tx, blobs: countingBlobs{Blobs: tx.Blobs(), put: &written}}
-						if _, err := m.engine.Process(ctx, ctx2, gid, commit); err != nil {
-							return err
-						}
-						_, err := m.engine.MergeStaged(ctx, ctx2, gid)
-						return err
-					})
-					t1, c1 := time.Now(), threadCPU()
-					g := base.Clone()
-					c2, t2 := threadCPU(), time.Now()
-					p, err := g.StageCommit(msg)
-					if err == nil {
-						err = g.MergePending(p)
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					port, mem = port+t1.Sub(t0), mem+time.Since(t2)
-					portCPU, memCPU = portCPU+c1-c0, memCPU+threadCPU()-c2
-				}
-				b.ReportMetric(port.Seconds()*1e3/float64(b.N), "ms/port")
-				b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
-				b.ReportMetric(port.Seconds()/mem.Seconds(), "ratio_to_in_memory")
-				if memCPU > 0 {
-					b.ReportMetric(portCPU.Seconds()/memCPU.Seconds(), "cpu_ratio_to_in_memory")
-				}
-				b.ReportMetric(float64(written), "stored-B/commit")
-				b.ReportMetric(float64(state), "state-B")
-			})
-			var abase *group.Group
-			a.tx(b, func(ctx context.Context, tx ports.Tx) error {
-				abase, err = a.engine.LoadGroup(ctx, tx, gid)
-				return err
-			})
-			b.Run("create-commit", func(b *testing.B) {
-				var port, mem time.Duration
-				for i := 0; i < b.N; i++ {
-					t0 := time.Now()
-					a.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
-						_, err := a.engine.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
-						return err
-					})
-					t1 := time.Now()
-					if _, err := abase.Commit(&group.CommitOptions{Path: true, WireFormat: framing.WirePublicMessage, TreeInWelcome: true}); err != nil {
-						b.Fatal(err)
-					}
-					port, mem = port+t1.Sub(t0), mem+time.Since(t1)
-				}
-				b.ReportMetric(port.Seconds()*1e3/float64(b.N), "ms/port")
-				b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
-				b.ReportMetric(port.Seconds()/mem.Seconds(), "ratio_to_in_memory")
-			})
-		})
+	for _, n := range []int{10, 100, 1000, 10000} {
+		for _, kind := range benchStores(b) {
+			b.Run(fmt.Sprintf("members-%d/%s", n, kind.name), func(b *testing.B) { benchmarkEngineScale(b, n, kind) })
+		}
 	}
 }
 
-// BenchmarkEngineJoin measures joining groups of 10, 100 and 1,000
-// members through ports.MLS with the joiner's state in SQLite —
-// StageWelcome then InstallWelcome, in one transaction rolled back so
-// that every iteration starts from the same store — next to the
-// reference measured in the same loop: verifying the signature of every
-// leaf of the group's tree one by one. Metrics: ms/join,
-// ms/verify-leaves-singly, ratio_to_single_verify, and the bytes and
-// allocations of the join alone (join-B/op, join-allocs/op).
-func BenchmarkEngineJoin(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			a := newInstallationTB(b, "inbox-a")
-			gid := []byte("engine-join")
-			if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackageTB(b), nil); err != nil {
-				b.Fatal(err)
-			}
-			var adds [][]byte
-			for i := 2; i < n; i++ {
-				adds = append(adds, newInstallationTB(b, fmt.Sprintf("member-%d", i)).keyPackageTB(b).KeyPackage)
-			}
-			if _, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: adds}); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
-				b.Fatal(err)
-			}
-			j := newStoredInstallation(b, b.TempDir(), "joiner")
-			kp := keyPackageOf(b, j.engine, j.sig, j.inbox)
-			out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			g, err := a.engine.LoadGroup(ctx, a.tx, gid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
-			rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
-			var joined, ref time.Duration
-			var before, after runtime.MemStats
-			var bytes, allocs uint64
-			for i := 0; i < b.N; i++ {
-				runtime.ReadMemStats(&before)
-				t0 := time.Now()
-				j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
-					st, err := j.engine.StageWelcome(ctx, tx, out.Welcome, rec)
-					if err != nil {
-						return err
-					}
-					_, err = j.engine.InstallWelcome(ctx, tx, st.Handle)
-					return err
-				})
-				t1 := time.Now()
-				runtime.ReadMemStats(&after)
-				bytes, allocs = bytes+after.TotalAlloc-before.TotalAlloc, allocs+after.Mallocs-before.Mallocs
-				t2 := time.Now()
-				for _, l := range g.Members() { // the tree before the joiner's leaf
-					if err := g.LeafNode(l).Verify(s, gid, uint32(l)); err != nil {
-						b.Fatal(err)
-					}
-				}
-				joined, ref = joined+t1.Sub(t0), ref+time.Since(t2)
-			}
-			b.ReportMetric(joined.Seconds()*1e3/float64(b.N), "ms/join")
-			b.ReportMetric(ref.Seconds()*1e3/float64(b.N), "ms/verify-leaves-singly")
-			b.ReportMetric(joined.Seconds()/ref.Seconds(), "ratio_to_single_verify")
-			b.ReportMetric(float64(bytes)/float64(b.N), "join-B/op")
-			b.ReportMetric(float64(allocs)/float64(b.N), "join-allocs/op")
-		})
+func benchmarkEngineScale(b *testing.B, n int, kind benchStore) {
+	a, m, gid, commit := scaleSetup(b, n, kind)
+	msg, err := framing.Decode(commit)
+	if err != nil {
+		b.Fatal(err)
 	}
+	var base *group.Group
+	m.tx(b, func(ctx context.Context, tx ports.Tx) error {
+		base, err = m.engine.LoadGroup(ctx, tx, gid)
+		return err
+	})
+	state := storedSize(b, m, gid)
+	b.Run("process-and-merge-commit", func(b *testing.B) {
+		// Wall time, and this thread's CPU time, which load from
+		// other processes does not inflate.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var port, mem, portCPU, memCPU time.Duration
+		written := 0
+		for i := 0; i < b.N; i++ {
+			c0 := threadCPU()
+			t0 := time.Now()
+			m.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
+				written = 0
+				ctx2 := countingTx{Tx: tx, blobs: countingBlobs{Blobs: tx.Blobs(), put: &written}}
+				if _, err := m.engine.Process(ctx, ctx2, gid, commit); err != nil {
+					return err
+				}
+				_, err := m.engine.MergeStaged(ctx, ctx2, gid)
+				return err
+			})
+			t1, c1 := time.Now(), threadCPU()
+			g := base.Clone()
+			c2, t2 := threadCPU(), time.Now()
+			p, err := g.StageCommit(msg)
+			if err == nil {
+				err = g.MergePending(p)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			port, mem = port+t1.Sub(t0), mem+time.Since(t2)
+			portCPU, memCPU = portCPU+c1-c0, memCPU+threadCPU()-c2
+		}
+		b.ReportMetric(port.Seconds()*1e3/float64(b.N), "ms/port")
+		b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
+		b.ReportMetric(port.Seconds()/mem.Seconds(), "ratio_to_in_memory")
+		if memCPU > 0 {
+			b.ReportMetric(portCPU.Seconds()/memCPU.Seconds(), "cpu_ratio_to_in_memory")
+		}
+		b.ReportMetric(float64(written), "stored-B/commit")
+		b.ReportMetric(float64(state), "state-B")
+	})
+	var abase *group.Group
+	a.tx(b, func(ctx context.Context, tx ports.Tx) error {
+		abase, err = a.engine.LoadGroup(ctx, tx, gid)
+		return err
+	})
+	b.Run("create-commit", func(b *testing.B) {
+		var port, mem time.Duration
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			a.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
+				_, err := a.engine.Commit(ctx, tx, gid, ports.CommitOptions{ForcePath: true})
+				return err
+			})
+			t1 := time.Now()
+			if _, err := abase.Commit(&group.CommitOptions{Path: true, WireFormat: framing.WirePublicMessage, TreeInWelcome: true}); err != nil {
+				b.Fatal(err)
+			}
+			port, mem = port+t1.Sub(t0), mem+time.Since(t1)
+		}
+		b.ReportMetric(port.Seconds()*1e3/float64(b.N), "ms/port")
+		b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
+		b.ReportMetric(port.Seconds()/mem.Seconds(), "ratio_to_in_memory")
+	})
+}
+
+// BenchmarkEngineJoin measures joining groups of 10, 100, 1,000 and
+// 10,000 members through ports.MLS with the joiner's state in SQLite and,
+// when REGROUP_POSTGRES_DSN is set, PostgreSQL — StageWelcome then
+// InstallWelcome, in one transaction rolled back so that every iteration
+// starts from the same store — next to two references measured in the
+// same loop: the engine's join in memory (package group, from the
+// Welcome's bytes) and verifying the signature of every leaf of the
+// group's tree one by one. Metrics: ms/join, ms/in-memory,
+// ms/verify-leaves-singly, ratio_to_single_verify, ratio_to_in_memory,
+// and the bytes and allocations of the join alone (join-B/op,
+// join-allocs/op) beside the bytes of the join in memory
+// (in-memory-B/op).
+func BenchmarkEngineJoin(b *testing.B) {
+	for _, n := range []int{10, 100, 1000, 10000} {
+		for _, kind := range benchStores(b) {
+			b.Run(fmt.Sprintf("members-%d/%s", n, kind.name), func(b *testing.B) { benchmarkEngineJoin(b, n, kind) })
+		}
+	}
+}
+
+// allocated returns the bytes and allocations fn makes, from
+// runtime.MemStats around it (other goroutines' allocations included).
+func allocated(fn func()) (bytes, allocs uint64) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, after.Mallocs - before.Mallocs
+}
+
+func benchmarkEngineJoin(b *testing.B, n int, kind benchStore) {
+	ctx := context.Background()
+	a := newInstallationTB(b, "inbox-a")
+	gid := []byte("engine-join")
+	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackageTB(b), nil); err != nil {
+		b.Fatal(err)
+	}
+	var adds [][]byte
+	for i := 2; i < n; i++ {
+		adds = append(adds, newInstallationTB(b, fmt.Sprintf("member-%d", i)).keyPackageTB(b).KeyPackage)
+	}
+	if _, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: adds}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
+		b.Fatal(err)
+	}
+	j := newStoredInstallation(b, kind.open(b, "joiner"), "joiner")
+	kp := keyPackageOf(b, j.engine, j.sig, j.inbox)
+	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := a.engine.LoadGroup(ctx, a.tx, gid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := ciphersuite.Lookup(ciphersuite.MLS128X25519ChaCha20Poly1305SHA256Ed25519)
+	var mkp message.KeyPackage
+	if err := codec.Unmarshal(kp.KeyPackage, &mkp); err != nil {
+		b.Fatal(err)
+	}
+	rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
+	var joined, mem, ref time.Duration
+	var bytes, allocs, memBytes uint64
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		jb, ja := allocated(func() {
+			j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
+				st, err := j.engine.StageWelcome(ctx, tx, out.Welcome, rec)
+				if err != nil {
+					return err
+				}
+				_, err = j.engine.InstallWelcome(ctx, tx, st.Handle)
+				return err
+			})
+		})
+		t1 := time.Now()
+		mb, _ := allocated(func() {
+			m, err := framing.Decode(out.Welcome)
+			if err == nil {
+				_, err = group.Join(s, m.Welcome, &group.JoinOptions{KeyPackage: &mkp, InitPriv: kp.InitPrivateKey,
+					EncryptionPriv: kp.EncryptionPrivateKey, SignaturePriv: j.sig})
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+		t2 := time.Now()
+		for _, l := range g.Members() { // the tree before the joiner's leaf
+			if err := g.LeafNode(l).Verify(s, gid, uint32(l)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		joined, mem, ref = joined+t1.Sub(t0), mem+t2.Sub(t1), ref+time.Since(t2)
+		bytes, allocs, memBytes = bytes+jb, allocs+ja, memBytes+mb
+	}
+	b.ReportMetric(joined.Seconds()*1e3/float64(b.N), "ms/join")
+	b.ReportMetric(mem.Seconds()*1e3/float64(b.N), "ms/in-memory")
+	b.ReportMetric(ref.Seconds()*1e3/float64(b.N), "ms/verify-leaves-singly")
+	b.ReportMetric(joined.Seconds()/ref.Seconds(), "ratio_to_single_verify")
+	b.ReportMetric(joined.Seconds()/mem.Seconds(), "ratio_to_in_memory")
+	b.ReportMetric(float64(bytes)/float64(b.N), "join-B/op")
+	b.ReportMetric(float64(allocs)/float64(b.N), "join-allocs/op")
+	b.ReportMetric(float64(memBytes)/float64(b.N), "in-memory-B/op")
 }

@@ -64,7 +64,11 @@ type stagedBlob struct {
 // encodeStaged writes a staged Welcome's blob: in parts when it has a
 // tag, else as the untagged version.
 func encodeStaged(s stagedBlob) ([]byte, error) {
-	w := codec.NewWriter(len(s.state) + len(s.head) + 64*len(s.blocks) + 64)
+	size := len(s.state) + len(s.head) + 64
+	for _, b := range s.blocks {
+		size += len(b) + 16 // the block id and its length
+	}
+	w := codec.NewWriter(size)
 	if s.tag == nil {
 		w.Uint8(welcomeVersionUntagged)
 	} else {
@@ -112,14 +116,15 @@ func decodeStaged(b []byte) (stagedBlob, error) {
 		s.state = r.Opaque()
 		return s, r.Finish()
 	}
-	s.head, s.blocks = r.Opaque(), map[uint64][]byte{}
+	// The parts alias b, which is the caller's: a blob read for this call.
+	s.head, s.blocks = r.OpaqueView(), map[uint64][]byte{}
 	var last uint64
 	r.VectorEach(func(r *codec.Reader) {
 		id := r.Uint64()
 		if len(s.blocks) > 0 && id <= last {
 			r.Failf("block %d out of order", id)
 		}
-		s.blocks[id], last = r.Opaque(), id
+		s.blocks[id], last = r.OpaqueView(), id
 	})
 	return s, r.Finish()
 }
@@ -141,34 +146,42 @@ func (s stagedBlob) decodeState() (*group.Group, error) {
 // loadStaged reads a staged Welcome, or an error wrapping ports.ErrNotFound.
 // The state is the caller's to change: a cached one is cloned.
 func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.Group, stagedBlob, error) {
+	g, s, shared, err := e.readStaged(ctx, tx, h)
+	if err == nil && shared {
+		g = g.Clone()
+	}
+	return g, s, err
+}
+
+// readStaged reads a staged Welcome, or an error wrapping
+// ports.ErrNotFound. When shared is true the state is the cache's: the
+// caller may read it and hand it to the cache again, never change it.
+// Every state the cache holds already keeps this engine's PastEpochs.
+func (e *Engine) readStaged(ctx context.Context, tx ports.Tx, h string) (g *group.Group, s stagedBlob, shared bool, err error) {
 	b, err := tx.Blobs().Get(ctx, nsWelcome, h)
 	if errors.Is(err, ports.ErrNotFound) {
-		return nil, stagedBlob{}, fmt.Errorf("staged welcome %s: %w", h, ports.ErrNotFound)
+		return nil, stagedBlob{}, false, fmt.Errorf("staged welcome %s: %w", h, ports.ErrNotFound)
 	}
 	if err != nil {
-		return nil, stagedBlob{}, err
+		return nil, stagedBlob{}, false, err
 	}
-	s, err := decodeStaged(b)
-	if err != nil {
-		return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	if s, err = decodeStaged(b); err != nil {
+		return nil, stagedBlob{}, false, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
 	}
-	var g *group.Group
 	ck := newCacheKey(nsWelcome, h, s.tag)
 	if s.tag != nil {
 		if c := e.cache.get(ck); c != nil {
-			g = c.Clone()
+			return c, s, true, nil
 		}
 	}
-	if g == nil {
-		if g, err = s.decodeState(); err != nil {
-			return nil, stagedBlob{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
-		}
-		if s.tag != nil {
-			e.cache.put(ck, g.Clone(), len(b))
-		}
+	if g, err = s.decodeState(); err != nil {
+		return nil, stagedBlob{}, false, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
-	return g, s, nil
+	if s.tag != nil {
+		e.cache.put(ck, g.Clone(), len(b))
+	}
+	return g, s, false, nil
 }
 
 func stagedView(h string, g *group.Group, s stagedBlob) ports.StagedWelcome {
@@ -219,7 +232,7 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 		return ports.StagedWelcome{HasPSKs: true}, nil
 	}
 	g, err := group.Join(e.suite, m.Welcome, &group.JoinOptions{KeyPackage: k, InitPriv: kp.InitPrivateKey,
-		EncryptionPriv: kp.EncryptionPrivateKey, SignaturePriv: e.opts.SignaturePrivateKey})
+		EncryptionPriv: kp.EncryptionPrivateKey, SignaturePriv: e.opts.SignaturePrivateKey, Secrets: gs})
 	if errors.Is(err, group.ErrUnsupported) {
 		return ports.StagedWelcome{}, fmt.Errorf("%w: %v", ports.ErrUnsupported, err)
 	}
@@ -249,7 +262,8 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	if err := tx.Blobs().Put(ctx, nsWelcome, h, b); err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	e.cache.put(newCacheKey(nsWelcome, h, s.tag), g.Clone(), len(b))
+	// g does not change from here on: the cache may keep it as it is.
+	e.cache.put(newCacheKey(nsWelcome, h, s.tag), g, len(b))
 	return stagedView(h, g, s), nil
 }
 
@@ -263,7 +277,8 @@ func (e *Engine) InstallWelcome(ctx context.Context, tx ports.Tx, h string) (por
 // held state whose epoch is not greater than the Welcome's. It deletes
 // every staged Welcome of the group.
 func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, opts ports.InstallOptions) (ports.GroupView, error) {
-	g, s, err := e.loadStaged(ctx, tx, h)
+	// g is only read and stored as it is: the cache's own copy will do.
+	g, s, _, err := e.readStaged(ctx, tx, h)
 	if err != nil {
 		return ports.GroupView{}, err
 	}
@@ -287,7 +302,7 @@ func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, 
 		for _, b := range s.blocks {
 			size += len(b)
 		}
-		_, err = e.store(ctx, tx, g, &group.Split{Head: s.head, Blocks: s.blocks, Full: true, Size: size}, s.tag)
+		_, err = e.storeShared(ctx, tx, g, &group.Split{Head: s.head, Blocks: s.blocks, Full: true, Size: size}, s.tag)
 	}
 	if err != nil {
 		return ports.GroupView{}, err

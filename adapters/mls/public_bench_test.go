@@ -29,7 +29,7 @@ func BenchmarkPublicApply(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			a, m, gid, commit := scaleSetup(b, n)
+			a, m, gid, commit := scaleSetup(b, n, benchStores(b)[0])
 			var gi []byte
 			a.tx(b, func(ctx context.Context, tx ports.Tx) (err error) {
 				gi, err = a.engine.GroupInfo(ctx, tx, gid)

@@ -83,6 +83,12 @@ func (e *Engine) save(ctx context.Context, tx ports.Tx, g *group.Group) (int, er
 // store writes the parts sp of g's state, written under tag; when
 // sp.Full it first drops the blocks an earlier state of the group id left.
 func (e *Engine) store(ctx context.Context, tx ports.Tx, g *group.Group, sp *group.Split, tag []byte) (int, error) {
+	return e.storeShared(ctx, tx, g.Clone(), sp, tag)
+}
+
+// storeShared is store for a state nobody changes any more (one the cache
+// holds, or the caller's last use of it): the cache keeps g as it is.
+func (e *Engine) storeShared(ctx context.Context, tx ports.Tx, g *group.Group, sp *group.Split, tag []byte) (int, error) {
 	k := key(g.GroupContext().GroupID)
 	blobs := tx.Blobs()
 	if sp.Full {
@@ -114,6 +120,6 @@ func (e *Engine) store(ctx context.Context, tx ports.Tx, g *group.Group, sp *gro
 	if err := blobs.Put(ctx, nsGroup, k, sp.Head); err != nil {
 		return 0, err
 	}
-	e.cache.put(newCacheKey(nsGroup, k, tag), g.Clone(), sp.Size)
+	e.cache.put(newCacheKey(nsGroup, k, tag), g, sp.Size)
 	return written, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/regroup-mls/regroup/adapters/mls/framing"
 	"github.com/regroup-mls/regroup/adapters/mls/group"
 	"github.com/regroup-mls/regroup/adapters/mls/message"
+	"github.com/regroup-mls/regroup/core/delivery"
 	"github.com/regroup-mls/regroup/core/identity"
 	"github.com/regroup-mls/regroup/core/keypackage"
 	"github.com/regroup-mls/regroup/core/metadata"
@@ -79,7 +80,7 @@ func copyStore(b *testing.B, from, to string) {
 // BenchmarkWelcome measures processing one Welcome through the ports on
 // SQLite (read the topic, unwrap, stage, resolve every member inbox's
 // identity from the delivery service, validate, install with the commit
-// log's membership) at 10, 100 and 1,000 members. In the same run it
+// log's membership) at 10, 100, 1,000 and 10,000 members. In the same run it
 // measures the engine's own join of that Welcome in memory (the reference,
 // group.Join), the unwrap alone, and the identity resolution of every
 // member inbox alone from an empty cache, both one AssociationState call
@@ -87,10 +88,21 @@ func copyStore(b *testing.B, from, to string) {
 // (identity-batch, what the receiver uses), and reports each per
 // operation and the overhead ratio against the engine.
 func BenchmarkWelcome(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
-			w := newWorld(b, "sqlite")
-			a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{})
+			// One publisher stores every member's identity update: about
+			// 1.1 MB at 10,000 members, past the default hourly quota of
+			// identity updates (COMP-325). The Welcome carries the tree
+			// (JOIN-040): 3.8 MB at 10,000 members, past the default
+			// envelope limit of 1 MiB, and so is the commit that adds
+			// them. Every other default stays.
+			quotas := delivery.DefaultQuotas()
+			quotas[ports.TopicIdentityUpdates] = delivery.Quota{Bytes: 1 << 30, Window: time.Hour}
+			w := newWorldWith(b, "sqlite", delivery.Options{Quotas: quotas, MaxEnvelopeBytes: 64 << 20})
+			// The joiner waits for its identity lookup to answer: the
+			// benchmark times the lookup, not the hold-and-retry path a
+			// lookup slower than DefaultIdentityTimeout takes (COMP-255).
+			a, j := w.newInst("adder", instOptions{}), w.newInst("joiner", instOptions{IdentityTimeout: 30 * time.Minute})
 			kps, mem := a.members(n - 2)
 			g := a.newGroup(groupSpec{})
 			ad := g.add(addSpec{extra: kps, edit: func(m memberships, d metadata.Dictionary) metadata.Dictionary {

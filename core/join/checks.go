@@ -3,6 +3,7 @@ package join
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,11 +101,15 @@ func (r *Receiver) resolver(ctx context.Context, inboxes []string, members map[s
 		}, nil
 	}
 	reqs := make([]ports.IdentityRequest, len(inboxes))
-	key := ""
+	// The lookup's key names the whole request set by a hash: at 10,000
+	// members the list itself is hundreds of kilobytes, and the key is
+	// what a slow lookup's error reports.
+	h := sha256.New()
 	for i, inbox := range inboxes {
 		reqs[i] = ports.IdentityRequest{InboxID: inbox, SequenceID: members[inbox].GetSequenceId()}
-		key += fmt.Sprintf("%s@%d;", inbox, reqs[i].SequenceID)
+		fmt.Fprintf(h, "%s@%d;", inbox, reqs[i].SequenceID)
 	}
+	key := fmt.Sprintf("of %d inboxes (set %x)", len(inboxes), h.Sum(nil)[:12])
 	v, err := r.ids.do(ctx, key, r.o.IdentityTimeout, func(ctx context.Context) (any, error) {
 		return b.AssociationStates(ctx, reqs)
 	})

@@ -14,6 +14,17 @@ type SignatureCheck struct {
 	Label     string
 	Content   []byte
 	Signature []byte
+	// Signed, when set, is the whole SignContent (see [Labeled]) the
+	// signature covers; Label and Content are then not used.
+	Signed []byte
+}
+
+// signed returns the SignContent c covers.
+func (c *SignatureCheck) signed() ([]byte, error) {
+	if c.Signed != nil {
+		return c.Signed, nil
+	}
+	return labeled(c.Label, c.Content)
 }
 
 // VerifyAllWithLabel checks every signature and returns, per check, what
@@ -27,13 +38,17 @@ func (s *Suite) VerifyAllWithLabel(checks []SignatureCheck) []error {
 	out := make([]error, len(checks))
 	if s.r.sig != Ed25519 {
 		for i, c := range checks {
-			out[i] = s.VerifyWithLabel(c.PublicKey, c.Label, c.Content, c.Signature)
+			tbs, err := c.signed()
+			if err == nil {
+				err = s.Verify(c.PublicKey, tbs, c.Signature)
+			}
+			out[i] = err
 		}
 		return out
 	}
 	batch := make([]ed25519batch.Check, len(checks))
 	for i, c := range checks {
-		tbs, err := labeled(c.Label, c.Content)
+		tbs, err := c.signed()
 		if err != nil {
 			out[i] = err
 			continue

@@ -24,6 +24,17 @@ func labeled(label string, content []byte) ([]byte, error) {
 	return w.Bytes()
 }
 
+// Labeled encodes the same struct as the labeled functions, with the
+// content written by fn straight into the result instead of encoded
+// first and copied; size is a hint of the content's size. Together with
+// [Suite.Verify] it is VerifyWithLabel for a large content.
+func Labeled(label string, size int, fn func(w *codec.Writer)) ([]byte, error) {
+	w := codec.NewWriter(len(LabelPrefix) + len(label) + size + 16)
+	w.Opaque([]byte(LabelPrefix + label))
+	w.Vector(fn)
+	return w.Bytes()
+}
+
 // ExpandWithLabel is KDF.Expand(secret, KDFLabel{length, "MLS 1.0 "+label,
 // context}, length) (§8).
 func (s *Suite) ExpandWithLabel(secret []byte, label string, context []byte, length int) ([]byte, error) {

@@ -3,11 +3,16 @@ package ciphersuite
 import (
 	"crypto/hkdf"
 	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 )
 
 // Hash returns the suite hash of data.
 func (s *Suite) Hash(data []byte) []byte {
+	if s.r.hashSize == sha256.Size { // every SHA-256 suite: no hash state on the heap
+		h := sha256.Sum256(data)
+		return h[:]
+	}
 	h := s.r.newHash()
 	h.Write(data)
 	return h.Sum(nil)

@@ -154,3 +154,41 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// OpaqueView reads what Opaque reads, without a copy: the result aliases
+// the input and is capped at its length, so appending to it never writes
+// into the bytes that follow; a truncated vector fails like Opaque.
+func TestOpaqueViewAliasesTheInput(t *testing.T) {
+	w := codec.NewWriter(16)
+	w.Opaque([]byte("abc"))
+	w.Uint8(9)
+	in, _ := w.Bytes()
+	r := codec.NewReader(in)
+	v := r.OpaqueView()
+	if string(v) != "abc" || &v[0] != &in[1] || cap(v) != 3 {
+		t.Fatalf("view %q (cap %d) does not alias the input", v, cap(v))
+	}
+	_ = append(v, 'x')
+	if r.Uint8() != 9 || r.Finish() != nil {
+		t.Fatal("appending to the view changed the bytes after it")
+	}
+	short := []byte{5, 'a'}
+	rv, ro := codec.NewReader(short), codec.NewReader(short)
+	if rv.OpaqueView() != nil || ro.Opaque() != nil || rv.Err() == nil || rv.Err().Error() != ro.Err().Error() {
+		t.Fatalf("truncated vector: view %v, opaque %v", rv.Err(), ro.Err())
+	}
+}
+
+// Reset empties a Writer, error included, and later values encode as in a
+// new Writer.
+func TestWriterReset(t *testing.T) {
+	w := codec.NewWriter(4)
+	w.Opaque(make([]byte, 5))
+	w.Fail(errors.New("broken"))
+	w.Reset()
+	w.Uint16(0x0102)
+	got, err := w.Bytes()
+	if err != nil || !bytes.Equal(got, []byte{1, 2}) {
+		t.Fatalf("after Reset: %x, %v", got, err)
+	}
+}

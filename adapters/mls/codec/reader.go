@@ -155,6 +155,17 @@ func (r *Reader) Opaque() []byte {
 	return append([]byte{}, r.take(n)...)
 }
 
+// OpaqueView reads a variable-size vector opaque<V> like Opaque, without
+// copying: the result aliases the Reader's input, for callers that own it
+// and do not change it while the result is in use.
+func (r *Reader) OpaqueView() []byte {
+	n, ok := r.length()
+	if !ok {
+		return nil
+	}
+	return r.take(n)
+}
+
 // Vector reads a variable-size vector and calls fn with a Reader over its
 // content. fn must consume the whole content; leftover bytes are
 // ErrTrailingData. Errors inside fn become r's error.

@@ -35,6 +35,10 @@ func (w *Writer) Bytes() ([]byte, error) {
 	return w.buf, nil
 }
 
+// Reset empties w, keeping its buffer, so that one Writer can encode many
+// values in turn; bytes Bytes returned before are overwritten.
+func (w *Writer) Reset() { w.buf, w.err = w.buf[:0], nil }
+
 // Err returns the first error met while encoding, if any.
 func (w *Writer) Err() error { return w.err }
 

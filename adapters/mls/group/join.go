@@ -30,6 +30,11 @@ type JoinOptions struct {
 	// branch resumes (§11.2, §11.3): it supplies the resumption PSK the
 	// GroupSecrets name, and the new group is checked against it.
 	Predecessor *Group
+	// Secrets are the Welcome's GroupSecrets for KeyPackage, already
+	// opened with InitPriv by welcome.OpenSecrets; nil makes Join open
+	// them. A caller that opened them to look at them passes them here so
+	// that the Welcome is not decrypted twice.
+	Secrets *message.GroupSecrets
 }
 
 // Join processes a Welcome (§12.4.3.1): it decrypts the GroupSecrets and
@@ -41,10 +46,14 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if w == nil || opts == nil || opts.KeyPackage == nil {
 		return nil, invalid("welcome, options and key package are required")
 	}
-	gs, err := welcome.OpenSecrets(s, w, opts.KeyPackage, opts.InitPriv)
-	if err != nil {
-		return nil, err
+	gs := opts.Secrets
+	if gs == nil {
+		var err error
+		if gs, err = welcome.OpenSecrets(s, w, opts.KeyPackage, opts.InitPriv); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	g := &Group{suite: s, sigPriv: opts.SignaturePriv, psks: opts.PSKs}
 	if g.predecessor, err = predecessorFor(gs.PSKs, opts.Predecessor); err != nil {
 		return nil, err

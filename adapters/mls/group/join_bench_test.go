@@ -22,7 +22,7 @@ import (
 // reference), and the bytes and allocations of the join alone
 // (join-B/op, join-allocs/op).
 func BenchmarkJoin(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
+	for _, n := range []int{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("members-%d", n), func(b *testing.B) {
 			s, ga, _ := scaleGroup(b, n)
 			joiner := newClient(b, s, "joiner")

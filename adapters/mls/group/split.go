@@ -180,8 +180,9 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 	for _, x := range changed {
 		dirty[blockOf(x)] = true
 	}
+	scratch := codec.NewWriter(8192) // one buffer for every block, each copied out at its size
 	for _, id := range slices.Sorted(maps.Keys(dirty)) {
-		b, empty, err := g.encodeBlock(id, tag)
+		b, empty, err := g.encodeBlock(scratch, id, tag)
 		if err != nil {
 			return nil, err
 		}
@@ -213,8 +214,9 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 
 // encodeBlock encodes the non-blank nodes of block id; empty when it has
 // none.
-func (g *Group) encodeBlock(id uint64, tag []byte) (b []byte, empty bool, err error) {
-	w := codec.NewWriter(2048)
+// w is scratch space; b is a copy the caller keeps.
+func (g *Group) encodeBlock(w *codec.Writer, id uint64, tag []byte) (b []byte, empty bool, err error) {
+	w.Reset()
 	w.Raw(tag)
 	w.Uint64(id)
 	n := 0
@@ -228,7 +230,7 @@ func (g *Group) encodeBlock(id uint64, tag []byte) (b []byte, empty bool, err er
 		}
 	})
 	b, err = w.Bytes()
-	return b, n == 0, err
+	return slices.Clone(b), n == 0, err
 }
 
 // SplitTag returns the tag of a head written by [Group.MarshalSplit];

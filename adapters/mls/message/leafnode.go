@@ -106,12 +106,16 @@ func (n *LeafNode) UnmarshalMLS(r *codec.Reader) {
 // only for the update and commit sources.
 func (n *LeafNode) TBS(groupID []byte, leaf uint32) ([]byte, error) {
 	w := codec.NewWriter(256)
+	n.marshalTBS(w, groupID, leaf)
+	return w.Bytes()
+}
+
+func (n *LeafNode) marshalTBS(w *codec.Writer, groupID []byte, leaf uint32) {
 	n.marshalContent(w)
 	if n.Source == SourceUpdate || n.Source == SourceCommit {
 		w.Opaque(groupID)
 		w.Uint32(leaf)
 	}
-	return w.Bytes()
 }
 
 // Sign sets n.Signature to SignWithLabel(priv, "LeafNodeTBS", TBS).
@@ -135,7 +139,7 @@ func (n *LeafNode) Verify(s *ciphersuite.Suite, groupID []byte, leaf uint32) err
 	if err != nil {
 		return err
 	}
-	if err := s.VerifyWithLabel(c.PublicKey, c.Label, c.Content, c.Signature); err != nil {
+	if err := s.Verify(c.PublicKey, c.Signed, c.Signature); err != nil {
 		return fmt.Errorf("verify leaf node: %w", err)
 	}
 	return nil
@@ -145,9 +149,13 @@ func (n *LeafNode) Verify(s *ciphersuite.Suite, groupID []byte, leaf uint32) err
 // [ciphersuite.Suite.VerifyAllWithLabel]: n.Signature under
 // n.SignatureKey over the LeafNodeTBS of leaf in the group.
 func (n *LeafNode) SignatureCheck(groupID []byte, leaf uint32) (ciphersuite.SignatureCheck, error) {
-	tbs, err := n.TBS(groupID, leaf)
+	size := 256 + len(n.Credential.Identity) + len(groupID) // LeafNodeTBS encoded labeled in place
+	for _, e := range n.Extensions {
+		size += len(e.Data) + 8
+	}
+	signed, err := ciphersuite.Labeled(leafNodeSignLabel, size, func(w *codec.Writer) { n.marshalTBS(w, groupID, leaf) })
 	if err != nil {
 		return ciphersuite.SignatureCheck{}, err
 	}
-	return ciphersuite.SignatureCheck{PublicKey: n.SignatureKey, Label: leafNodeSignLabel, Content: tbs, Signature: n.Signature}, nil
+	return ciphersuite.SignatureCheck{PublicKey: n.SignatureKey, Label: leafNodeSignLabel, Signed: signed, Signature: n.Signature}, nil
 }

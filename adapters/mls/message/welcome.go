@@ -63,11 +63,19 @@ func (g *GroupInfo) Sign(s *ciphersuite.Suite, priv []byte) error {
 
 // Verify checks g.Signature under the signer's public key.
 func (g *GroupInfo) Verify(s *ciphersuite.Suite, signerKey []byte) error {
-	tbs, err := g.TBS()
+	// The TBS carries the ratchet tree: encode it once, labeled in place.
+	size := 512
+	for _, e := range g.Extensions {
+		size += len(e.Data) + 8
+	}
+	for _, e := range g.GroupContext.Extensions {
+		size += len(e.Data) + 8
+	}
+	signed, err := ciphersuite.Labeled(groupInfoSignLabel, size, g.marshalContent)
 	if err != nil {
 		return err
 	}
-	if err := s.VerifyWithLabel(signerKey, groupInfoSignLabel, tbs, g.Signature); err != nil {
+	if err := s.Verify(signerKey, signed, g.Signature); err != nil {
 		return fmt.Errorf("verify group info: %w", err)
 	}
 	return nil

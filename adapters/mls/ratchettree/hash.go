@@ -17,7 +17,7 @@ func (t *Tree) NodeHash(x treemath.NodeIndex) ([]byte, error) {
 	if uint64(x) >= uint64(len(t.nodes)) {
 		return nil, ErrOutOfRange
 	}
-	h, err := t.hash(x, nil)
+	h, err := t.hash(x, nil, codec.NewWriter(hashScratch))
 	return slices.Clone(h), err
 }
 
@@ -25,14 +25,15 @@ func (t *Tree) NodeHash(x treemath.NodeIndex) ([]byte, error) {
 // and absent from every unmerged_leaves list (§7.9 original sibling hash).
 // A subtree that holds none of the excluded leaves hashes as it is, so its
 // hash comes from, and goes to, the cache.
-func (t *Tree) hash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
+// w is scratch space for the encodings hashed, shared by the whole walk.
+func (t *Tree) hash(x treemath.NodeIndex, exclude []uint32, w *codec.Writer) ([]byte, error) {
 	if !slices.ContainsFunc(exclude, func(u uint32) bool { return subtreeHas(x, treemath.LeafIndex(u)) }) {
 		exclude = nil
 	}
 	if exclude == nil && t.hashes != nil && t.hashes[x] != nil {
 		return t.hashes[x], nil
 	}
-	h, err := t.computeHash(x, exclude)
+	h, err := t.computeHash(x, exclude, w)
 	if err != nil || exclude != nil {
 		return h, err
 	}
@@ -43,11 +44,17 @@ func (t *Tree) hash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
 	return h, nil
 }
 
-func (t *Tree) computeHash(x treemath.NodeIndex, exclude []uint32) ([]byte, error) {
-	w := codec.NewWriter(256)
+// hashScratch is the starting size of the scratch buffer of a tree-hash
+// walk: enough for a leaf with a few extensions.
+const hashScratch = 512
+
+// computeHash hashes the TreeHashInput of x, encoded in w once its
+// children's hashes are known.
+func (t *Tree) computeHash(x treemath.NodeIndex, exclude []uint32, w *codec.Writer) ([]byte, error) {
 	n := t.nodes[x]
 	if x.IsLeaf() {
 		l, _ := x.Leaf()
+		w.Reset()
 		w.Uint8(uint8(message.NodeLeaf))
 		w.Uint32(uint32(l))
 		present := n != nil && !slices.Contains(exclude, uint32(l))
@@ -58,14 +65,15 @@ func (t *Tree) computeHash(x treemath.NodeIndex, exclude []uint32) ([]byte, erro
 	} else {
 		left, _ := treemath.Left(x)
 		right, _ := treemath.Right(x, t.LeafCount())
-		lh, err := t.hash(left, exclude)
+		lh, err := t.hash(left, exclude, w)
 		if err != nil {
 			return nil, err
 		}
-		rh, err := t.hash(right, exclude)
+		rh, err := t.hash(right, exclude, w)
 		if err != nil {
 			return nil, err
 		}
+		w.Reset()
 		w.Uint8(uint8(message.NodeParent))
 		w.Bool(n != nil)
 		if n != nil {
@@ -95,7 +103,7 @@ func (t *Tree) ParentHash(p, s treemath.NodeIndex) ([]byte, error) {
 	if pn == nil || uint64(s) >= uint64(len(t.nodes)) {
 		return nil, ErrOutOfRange
 	}
-	sh, err := t.hash(s, pn.UnmergedLeaves)
+	sh, err := t.hash(s, pn.UnmergedLeaves, codec.NewWriter(hashScratch))
 	if err != nil {
 		return nil, err
 	}

@@ -89,20 +89,15 @@ func Verify(checks []Check) []bool {
 		return out
 	}
 	chunks := make([][]candidate, workers)
-	parts(func(k, lo, hi int) { chunks[k] = decode(checks, lo, hi, out) })
+	witnesses := make([][]curve.EdwardsPoint, workers) // Y_i of chunks[k][i]
+	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(checks, lo, hi, out) })
 	// Every Y_i must be torsion-free; when the combined test fails, find
 	// the signatures whose Y_i is not and verify those alone.
-	var ys []curve.EdwardsPoint
-	for _, c := range chunks {
-		for j := range c {
-			ys = append(ys, c[j].y)
-		}
-	}
-	if !torsionFreeAll(ys, workers) {
+	if !torsionFreeAll(witnesses, workers) {
 		for k, c := range chunks {
 			kept := c[:0]
-			for _, d := range c {
-				if d.y.IsTorsionFree() {
+			for j, d := range c {
+				if witnesses[k][j].IsTorsionFree() {
 					kept = append(kept, d)
 				} else {
 					out[d.i] = verifyOne(checks[d.i])
@@ -125,13 +120,14 @@ type candidate struct {
 	i    int // index in the checks
 	a, r curve.EdwardsPoint
 	s, k scalar.Scalar
-	y    curve.EdwardsPoint // [k mod 8]A + R
 }
 
-// decode returns the candidates among checks[lo:hi] and sets out[i] for
-// the others, verified on their own.
-func decode(checks []Check, lo, hi int, out []bool) []candidate {
+// decode returns the candidates among checks[lo:hi], with the small-order
+// witness Y = [k mod 8]A + R of each, and sets out[i] for the others,
+// verified on their own.
+func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
 	cands := make([]candidate, 0, hi-lo)
+	ys := make([]curve.EdwardsPoint, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		c := checks[i]
 		cands = append(cands, candidate{i: i})
@@ -142,9 +138,10 @@ func decode(checks []Check, lo, hi int, out []bool) []candidate {
 			continue
 		}
 		challenge(c, &d.k)
-		smallOrderWitness(d, &d.y)
+		ys = append(ys, curve.EdwardsPoint{})
+		smallOrderWitness(d, &ys[len(ys)-1])
 	}
-	return cands
+	return cands, ys
 }
 
 // settle sets out for candidates whose witnesses are torsion-free: true

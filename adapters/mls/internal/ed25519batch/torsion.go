@@ -26,12 +26,19 @@ const torsionTests = 128
 // every point draws a random w-bit value and is added to that value's
 // bucket; subset sum b of the window is the sum of the buckets whose value
 // has bit b set. Windows are independent, so workers share them out.
-func torsionFreeAll(points []curve.EdwardsPoint, workers int) bool {
-	n := len(points)
+//
+// The points come in parts (one per decoding goroutine), read in place.
+func torsionFreeAll(parts [][]curve.EdwardsPoint, workers int) bool {
+	n := 0
+	for _, points := range parts {
+		n += len(points)
+	}
 	if n <= torsionTests {
-		for i := range points {
-			if !points[i].IsTorsionFree() {
-				return false
+		for _, points := range parts {
+			for i := range points {
+				if !points[i].IsTorsionFree() {
+					return false
+				}
 			}
 		}
 		return true
@@ -43,7 +50,7 @@ func torsionFreeAll(points []curve.EdwardsPoint, workers int) bool {
 	ok := make([]bool, workers)
 	for k := range workers {
 		lo, hi := k*windows/workers, (k+1)*windows/workers
-		wg.Go(func() { ok[k] = subsetSumsTorsionFree(points, w, hi-lo) })
+		wg.Go(func() { ok[k] = subsetSumsTorsionFree(parts, n, w, hi-lo) })
 	}
 	wg.Wait()
 	for _, o := range ok {
@@ -56,8 +63,7 @@ func torsionFreeAll(points []curve.EdwardsPoint, workers int) bool {
 
 // subsetSumsTorsionFree tests the w subset sums of each of windows
 // windows of fresh random bits.
-func subsetSumsTorsionFree(points []curve.EdwardsPoint, w, windows int) bool {
-	n := len(points)
+func subsetSumsTorsionFree(parts [][]curve.EdwardsPoint, n, w, windows int) bool {
 	draws := make([]byte, 2*n)
 	buckets := make([]curve.EdwardsPoint, 1<<w)
 	var sum curve.EdwardsPoint
@@ -68,10 +74,14 @@ func subsetSumsTorsionFree(points []curve.EdwardsPoint, w, windows int) bool {
 		for v := range buckets {
 			buckets[v].Identity()
 		}
-		for i := range points {
-			v := (int(draws[2*i]) | int(draws[2*i+1])<<8) & (1<<w - 1)
-			if v != 0 {
-				buckets[v].Add(&buckets[v], &points[i])
+		d := draws
+		for _, points := range parts {
+			for i := range points {
+				v := (int(d[0]) | int(d[1])<<8) & (1<<w - 1)
+				if v != 0 {
+					buckets[v].Add(&buckets[v], &points[i])
+				}
+				d = d[2:]
 			}
 		}
 		// Subset sum b is the sum of the buckets of values with bit b set.
