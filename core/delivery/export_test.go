@@ -1,0 +1,6 @@
+package delivery
+
+// ForgetCatchUp drops what the service remembers of groups it saw out of
+// catch-up, as a restart after a restore does: tests that restore the
+// store under a running service call it in place of the restart.
+func (s *Service) ForgetCatchUp() { s.notCatchingUp.Clear() }
