@@ -1,11 +1,7 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,146 +11,22 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// backupKit backs up and puts back the database of a world's regroupd the
-// way docs/operations.md's "Backup and restore" says, with the tools it
-// names (sqlite3, pg_dump, psql, pg_restore).
-type backupKit struct {
-	t      *testing.T
-	mode   string
-	r      *testenv.Regroupd
-	dir    string
-	vars   []string // DB, BACKUP and, on PostgreSQL, DSN and SCHEMA
-	binDir string
-}
+// backupKit is the documented backup and restore (testenv.BackupKit).
+type backupKit struct{ *testenv.BackupKit }
 
 func newBackupKit(t *testing.T, mode string, r *testenv.Regroupd) *backupKit {
 	t.Helper()
-	tools := []string{"sqlite3"}
-	if mode == "postgres" {
-		tools = []string{"pg_dump", "psql", "pg_restore"}
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed and CI=true: the backup-and-restore tests must run in CI", tool)
-			}
-			t.Skipf("%s is not installed: the backup-and-restore procedure needs it", tool)
-		}
-	}
-	k := &backupKit{t: t, mode: mode, r: r, dir: t.TempDir(), binDir: filepath.Dir(testenv.RegroupdBinary(t))}
-	if mode == "postgres" {
-		k.vars = []string{"DSN=" + r.Flag("database"), "SCHEMA=" + r.Flag("postgres-schema"), "BACKUP=" + filepath.Join(k.dir, "regroupd.dump")}
-	} else {
-		k.vars = []string{"DB=" + r.Flag("database"), "BACKUP=" + filepath.Join(k.dir, "regroupd-backup.db")}
-	}
-	return k
-}
-
-// sh runs script with bash -euo pipefail, the kit's variables set and
-// the test's regroupd first on PATH.
-func (k *backupKit) sh(script string) string {
-	k.t.Helper()
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = k.dir
-	cmd.Env = append(os.Environ(), k.vars...)
-	cmd.Env = append(cmd.Env, "PATH="+k.binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		k.t.Fatalf("%s\n%s: %v", script, out, err)
-	}
-	return string(out)
-}
-
-// step returns the commands of the numbered step of docs/operations.md's
-// "Backup and restore" section for the kit's database (see docSteps).
-func (k *backupKit) step(name string) string {
-	k.t.Helper()
-	steps := docSteps(k.t)
-	db := "SQLite"
-	if k.mode == "postgres" {
-		db = "PostgreSQL"
-	}
-	script, ok := steps[db+" "+name]
-	if !ok {
-		k.t.Fatalf("docs/operations.md has no %q commands for %s (has %v)", name, db, mapKeys(steps))
-	}
-	return script
-}
-
-func mapKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return &backupKit{testenv.NewBackupKit(t, mode, r)}
 }
 
 // backup takes the backup while regroupd runs.
-func (k *backupKit) backup() { k.t.Helper(); k.sh(k.step("backup")) }
+func (k *backupKit) backup() { k.Backup() }
 
-// putBack stops regroupd, puts the backup back and, with restoreMode,
-// runs `regroupd restore` as documented, then starts regroupd again.
-// Without restoreMode it is the careless restore: the copy alone.
-func (k *backupKit) putBack(restoreMode bool) {
-	k.t.Helper()
-	k.r.Kill()
-	k.sh(k.step("put back"))
-	if restoreMode {
-		k.sh(k.step("restore mode"))
-	}
-	k.r.Start()
-}
-
-// docSteps reads the fenced sh blocks of docs/operations.md's "Backup and
-// restore" section: each block's first line is a comment naming its
-// database and step ("# SQLite: backup"), the rest its commands.
-func docSteps(t *testing.T) map[string]string {
-	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(doc), "\n## Backup and restore\n")
-	if !ok {
-		t.Fatal(`docs/operations.md has no "## Backup and restore" section`)
-	}
-	if i := strings.Index(sec, "\n## "); i >= 0 {
-		sec = sec[:i]
-	}
-	steps := map[string]string{}
-	for {
-		_, rest, ok := strings.Cut(sec, "```sh\n")
-		if !ok {
-			break
-		}
-		block, after, _ := strings.Cut(rest, "```")
-		sec = after
-		// A block inside a list item is indented: the indentation is the
-		// list's, not the commands'.
-		lines := strings.Split(block, "\n")
-		for i := range lines {
-			lines[i] = strings.TrimLeft(lines[i], " ")
-		}
-		if name, ok := strings.CutPrefix(lines[0], "# "); ok {
-			steps[strings.Replace(name, ":", "", 1)] = strings.Join(lines[1:], "\n")
-		}
-	}
-	return steps
-}
+// putBack puts the backup back, with restore mode or without.
+func (k *backupKit) putBack(restoreMode bool) { k.PutBack(restoreMode) }
 
 // waitServing syncs m until the restarted regroupd answers.
-func waitServing(t *testing.T, m *world.Member) {
-	t.Helper()
-	var err error
-	for i := 0; i < 100; i++ {
-		if err = m.C.SyncAll(m.W.Ctx); err == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: regroupd not serving after the restore: %v", m.Name, err)
-}
+func waitServing(t *testing.T, m *world.Member) { t.Helper(); world.WaitServing(t, m) }
 
 // heldMessages returns the member's application messages of the group.
 func heldMessages(t *testing.T, m *world.Member, id []byte) []ports.Message {
