@@ -25,8 +25,10 @@ import (
 // is refused (COMP-512). After a restore that puts the group in
 // catch-up: laptop's commit, uploaded by laptop or by bob, alice's
 // commit uploaded by laptop, laptop's resync and tablet's recovery join
-// are each refused with reason revoked (COMP-510, COMP-511); alice's
-// commit uploaded by bob is taken.
+// are each refused with reason revoked (COMP-510, COMP-511); the next
+// commit of laptop's chain is not taken either (COMP-513); alice's
+// commit uploaded by bob is taken for the epoch laptop's was refused
+// for.
 func TestADR0030A1_DeviceListsFirst(t *testing.T) {
 	eachStore(t, func(t *testing.T, mode string) {
 		p := newTwoPhase(t, mode)
@@ -90,6 +92,30 @@ func TestADR0030A1_DeviceListsFirst(t *testing.T) {
 			c, _ := p.commit(laptop, inCatchUp, ports.CommitOptions{})
 			p.refusedRevoked(laptop, inCatchUp, "laptop's commit uploaded by laptop", c)
 			p.refusedRevoked(bob, inCatchUp, "laptop's commit uploaded by bob", c)
+		})
+
+		t.Run("COMP513_ChainDropped", func(t *testing.T) {
+			p.t, p.World.T = t, t
+			// laptop's chain: its commit, merged, and the next one.
+			var first, next []byte
+			laptop.Tx(func(tx ports.Tx) error {
+				out, err := laptop.Engine.Commit(p.Ctx, tx, inCatchUp, ports.CommitOptions{ForcePath: true})
+				if err != nil {
+					return err
+				}
+				first = out.Commit
+				_, err = laptop.Engine.MergePending(p.Ctx, tx, inCatchUp)
+				return err
+			})
+			next, _ = p.commit(laptop, inCatchUp, ports.CommitOptions{})
+			e0 := p.epoch(inCatchUp)
+			p.refusedRevoked(bob, inCatchUp, "the chain's commit by laptop uploaded by bob", first)
+			if err := p.tryPublishErr(bob, inCatchUp, next); !errors.Is(err, ports.ErrCatchUp) {
+				t.Fatalf("the chain's next commit: %v; want ErrCatchUp (past the restored chain)", err)
+			}
+			if p.epoch(inCatchUp) != e0 {
+				t.Fatal("the dropped chain moved the epoch")
+			}
 		})
 
 		t.Run("COMP510_ResyncAndRecoveryJoin", func(t *testing.T) {
