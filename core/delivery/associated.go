@@ -54,8 +54,10 @@ func (s *Service) installationsOf(ctx context.Context, inbox string) ([][]byte, 
 }
 
 // identityUpdates calls fn with every identity update of the inbox this
-// service stores, in ascending sequence id, unverified (admission
-// verified each, COMP-071), and returns the highest sequence id read.
+// service stores, in ascending sequence id, as stored (admission
+// verified each, COMP-071; a caller that relies on a signature checks it
+// again, as [identity.Fold] does), and returns the highest sequence id
+// read.
 // An inbox id of another form has none. A store failure wraps
 // [ports.ErrUnavailable].
 func (s *Service) identityUpdates(ctx context.Context, inbox string, fn func(seq uint64, u *identitypb.IdentityUpdate)) (uint64, error) {
