@@ -11,8 +11,7 @@ import (
 	"github.com/regroup-mls/regroup/ports"
 )
 
-// backupKit is testenv.BackupKit under the names this package's tests
-// use.
+// backupKit is the documented backup and restore (testenv.BackupKit).
 type backupKit struct{ *testenv.BackupKit }
 
 func newBackupKit(t *testing.T, mode string, r *testenv.Regroupd) *backupKit {
@@ -20,7 +19,10 @@ func newBackupKit(t *testing.T, mode string, r *testenv.Regroupd) *backupKit {
 	return &backupKit{testenv.NewBackupKit(t, mode, r)}
 }
 
-func (k *backupKit) backup()                  { k.Backup() }
+// backup takes the backup while regroupd runs.
+func (k *backupKit) backup() { k.Backup() }
+
+// putBack puts the backup back, with restore mode or without.
 func (k *backupKit) putBack(restoreMode bool) { k.PutBack(restoreMode) }
 
 // waitServing syncs m until the restarted regroupd answers.

@@ -49,5 +49,5 @@ var refusalReasons = []string{delivery.RefusedUnauthenticated, delivery.RefusedB
 
 func init() {
 	refusalReasons = append(refusalReasons, delivery.PublicRefusalReasons...)
-	refusalReasons = append(refusalReasons, delivery.RefusedCommitPending, delivery.RefusedQuarantined, delivery.RefusedBlocked)
+	refusalReasons = append(refusalReasons, delivery.RefusedCommitPending, delivery.RefusedQuarantined, delivery.RefusedBlocked, delivery.RefusedRevoked)
 }

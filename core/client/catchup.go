@@ -18,7 +18,8 @@ import (
 // public state as it was at the backup, and its topic without the
 // commits published after it. The client keeps the last commits it
 // merged per group (the merged-commit log, Blobs "client.merged"), and
-// uploads them, oldest first, when the service refuses a commit of this
+// uploads them, oldest first and after the identity updates it holds for
+// the group's inboxes (devicelists.go), when the service refuses a commit of this
 // client with [ports.ErrCatchUp] (or on request, [Client.UploadMerged]).
 // It does not upload on the mere sight of a restored topic: a service
 // without commit acceptance would store the uploads again, and members
@@ -121,12 +122,14 @@ func mergedBefore(ctx context.Context, tx ports.Tx, groupID, commit []byte) (boo
 	return false, nil
 }
 
-// uploadMerged publishes the group's merged-commit log, oldest first, to
-// a delivery service that may be in catch-up. It returns how many
-// commits the service took or already held, and lost when it refused one
-// as of another chain ([ports.ErrOtherChain]: this branch lost); a
-// refusal of one commit (another epoch, a catch-up rule) moves on to the
-// next, an unavailable service ends the upload.
+// uploadMerged publishes the identity updates this installation holds
+// for the group's inboxes (devicelists.go), then the group's
+// merged-commit log, oldest first, to a delivery service that may be in
+// catch-up. It returns how many commits the service took or already
+// held, and lost when it refused one as of another chain
+// ([ports.ErrOtherChain]: this branch lost); a refusal of one commit
+// (another epoch, a catch-up rule) moves on to the next, an unavailable
+// service ends the upload.
 func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (taken int, lost bool, err error) {
 	var log []mergedCommit
 	if err := c.tx(ctx, func(ctx context.Context, tx ports.Tx) (err error) {
@@ -134,6 +137,11 @@ func (c *Client) uploadMerged(ctx context.Context, groupID []byte) (taken int, l
 		return err
 	}); err != nil {
 		return 0, false, err
+	}
+	// Device lists first (amendment rule 1): the service checks every
+	// commit below against the newest lists it then holds.
+	if err := c.uploadDeviceLists(ctx, groupID); err != nil {
+		return 0, false, fmt.Errorf("catch-up upload: %w", err)
 	}
 	for _, m := range log {
 		_, err := c.deps.Transport.Publish(ctx, commitBatch(groupID, m.commit, nil))
@@ -161,11 +169,12 @@ func (c *Client) resyncLost(ctx context.Context, groupID []byte) {
 	}
 }
 
-// UploadMerged uploads the conversation's merged commits to the delivery
+// UploadMerged uploads the identity updates this installation holds for
+// the conversation's inboxes and then its merged commits to the delivery
 // service, oldest first, as the client does by itself on meeting a
-// restored service, and returns how many the service took or already
-// held. When the service refused one as of another chain, a super
-// admin's, the client resyncs the group onto that chain (COMP-522).
+// restored service, and returns how many commits the service took or
+// already held. When the service refused one as of another chain, a
+// super admin's, the client resyncs the group onto that chain (COMP-522).
 func (c *Client) UploadMerged(ctx context.Context, groupID []byte) (int, error) {
 	defer c.lock(groupID)()
 	n, lost, err := c.uploadMerged(ctx, groupID)

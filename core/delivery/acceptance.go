@@ -150,6 +150,9 @@ func (s *Service) accept(ctx context.Context, envs []*backendpb.ClientEnvelope, 
 		if err != nil {
 			return nil, err
 		}
+		if err := s.refuseRevoked(ctx, i, topic, t, before, pc); err != nil { // revoked.go
+			return nil, err
+		}
 		if err := s.admitCommitPolicy(ctx, before, pc); err != nil {
 			if errors.Is(err, ports.ErrUnavailable) && !errors.Is(err, policy.ErrNotPermitted) {
 				return nil, because(RefusedUnavailable, fmt.Errorf("envelope %d: commit to group %x: %w", i, t.group, err))

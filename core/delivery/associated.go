@@ -12,6 +12,7 @@ import (
 	"github.com/regroup-mls/regroup/core/policy"
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
+	"github.com/regroup-mls/regroup/proto/identitypb"
 )
 
 // associatedPage is the page of identity updates associated reads at a
@@ -39,16 +40,36 @@ func (s *Service) associated(ctx context.Context) policy.Associated {
 // [Service.associated] describes. A store failure wraps
 // [ports.ErrUnavailable].
 func (s *Service) installationsOf(ctx context.Context, inbox string) ([][]byte, error) {
+	var recs []ports.IdentityUpdateRecord
+	through, err := s.identityUpdates(ctx, inbox, func(seq uint64, u *identitypb.IdentityUpdate) {
+		b, err := proto.Marshal(u)
+		if err == nil {
+			recs = append(recs, ports.IdentityUpdateRecord{InboxID: inbox, SequenceID: seq, Update: b})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return identity.Fold(inbox, recs, through).InstallationKeys, nil
+}
+
+// identityUpdates calls fn with every identity update of the inbox this
+// service stores, in ascending sequence id, as stored (admission
+// verified each, COMP-071; a caller that relies on a signature checks it
+// again, as [identity.Fold] does), and returns the highest sequence id
+// read.
+// An inbox id of another form has none. A store failure wraps
+// [ports.ErrUnavailable].
+func (s *Service) identityUpdates(ctx context.Context, inbox string, fn func(seq uint64, u *identitypb.IdentityUpdate)) (uint64, error) {
 	topic, err := identity.Topic(inbox)
 	if err != nil {
-		return nil, nil // no inbox of that form has updates
+		return 0, nil // no inbox of that form has updates
 	}
-	var recs []ports.IdentityUpdateRecord
 	var after uint64
 	for {
 		page, err := s.store.Range(ctx, topic, after, associatedPage, s.opts.MaxPageBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: identity updates of %s: %w", ports.ErrUnavailable, inbox, err)
+			return 0, fmt.Errorf("%w: identity updates of %s: %w", ports.ErrUnavailable, inbox, err)
 		}
 		for _, e := range page {
 			after = e.SequenceID
@@ -56,19 +77,12 @@ func (s *Service) installationsOf(ctx context.Context, inbox string) ([][]byte, 
 			if proto.Unmarshal(e.Envelope, &ce) != nil {
 				continue
 			}
-			u := ce.GetIdentityUpdate()
-			if u == nil || u.GetInboxId() != inbox {
-				continue
+			if u := ce.GetIdentityUpdate(); u != nil && u.GetInboxId() == inbox {
+				fn(e.SequenceID, u)
 			}
-			b, err := proto.Marshal(u)
-			if err != nil {
-				continue
-			}
-			recs = append(recs, ports.IdentityUpdateRecord{InboxID: inbox, SequenceID: e.SequenceID, Update: b})
 		}
 		if len(page) == 0 {
-			break
+			return after, nil
 		}
 	}
-	return identity.Fold(inbox, recs, after).InstallationKeys, nil
 }

@@ -132,6 +132,9 @@ func (s *Service) catchUpCommit(ctx context.Context, i int, topic []byte, t *gro
 	if err != nil {
 		return true, err
 	}
+	if err := s.refuseRevoked(ctx, i, topic, t, before, pc); err != nil { // revoked.go
+		return true, err
+	}
 	uploader, superAdmin := uploaderOf(before, callerOf(ctx).InstallationKey)
 	// A resync or recovery join is a new external commit, not one the
 	// restore dropped: policy.External decides it (COMP-492).

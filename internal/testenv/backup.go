@@ -4,17 +4,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// BackupKit backs up and puts back the database of a world's regroupd the
+// BackupKit backs up and puts back the database of a test's regroupd the
 // way docs/operations.md's "Backup and restore" says, with the tools it
-// names (sqlite3, pg_dump, psql, pg_restore).
+// names (sqlite3, pg_dump, psql, pg_restore): the end-to-end tests of a
+// restore follow the documented procedure literally.
 type BackupKit struct {
-	t      *testing.T
+	t      testing.TB
 	mode   string
 	r      *Regroupd
 	dir    string
@@ -22,10 +22,10 @@ type BackupKit struct {
 	binDir string
 }
 
-// NewBackupKit returns the kit of r, a regroupd on mode's database
-// ("sqlite" or "postgres"). Without the tools the procedure names it
-// skips t, and fails it when CI=true.
-func NewBackupKit(t *testing.T, mode string, r *Regroupd) *BackupKit {
+// NewBackupKit returns the kit of r, a regroupd on mode's database. It
+// skips the test when a tool the procedure needs is not installed, and
+// fails it instead with CI=true.
+func NewBackupKit(t testing.TB, mode string, r *Regroupd) *BackupKit {
 	t.Helper()
 	tools := []string{"sqlite3"}
 	if mode == "postgres" {
@@ -48,9 +48,9 @@ func NewBackupKit(t *testing.T, mode string, r *Regroupd) *BackupKit {
 	return k
 }
 
-// sh runs script with bash -euo pipefail, the kit's variables set and
-// the test's regroupd first on PATH.
-func (k *BackupKit) sh(script string) string {
+// Sh runs script with bash -euo pipefail, the kit's variables set and
+// the test's regroupd first on PATH, and returns its output.
+func (k *BackupKit) Sh(script string) string {
 	k.t.Helper()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = k.dir
@@ -63,33 +63,29 @@ func (k *BackupKit) sh(script string) string {
 	return string(out)
 }
 
-// step returns the commands of the numbered step of docs/operations.md's
-// "Backup and restore" section for the kit's database (see docSteps).
-func (k *BackupKit) step(name string) string {
+// Step returns the commands of the named step of docs/operations.md's
+// "Backup and restore" section for the kit's database (see DocSteps).
+func (k *BackupKit) Step(name string) string {
 	k.t.Helper()
-	steps := docSteps(k.t)
+	steps := DocSteps(k.t)
 	db := "SQLite"
 	if k.mode == "postgres" {
 		db = "PostgreSQL"
 	}
 	script, ok := steps[db+" "+name]
 	if !ok {
-		k.t.Fatalf("docs/operations.md has no %q commands for %s (has %v)", name, db, mapKeys(steps))
+		var names []string
+		for n := range steps {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		k.t.Fatalf("docs/operations.md has no %q commands for %s (has %v)", name, db, names)
 	}
 	return script
 }
 
-func mapKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Backup takes the backup while regroupd runs.
-func (k *BackupKit) Backup() { k.t.Helper(); k.sh(k.step("backup")) }
+func (k *BackupKit) Backup() { k.t.Helper(); k.Sh(k.Step("backup")) }
 
 // PutBack stops regroupd, puts the backup back and, with restoreMode,
 // runs `regroupd restore` as documented, then starts regroupd again.
@@ -97,20 +93,19 @@ func (k *BackupKit) Backup() { k.t.Helper(); k.sh(k.step("backup")) }
 func (k *BackupKit) PutBack(restoreMode bool) {
 	k.t.Helper()
 	k.r.Kill()
-	k.sh(k.step("put back"))
+	k.Sh(k.Step("put back"))
 	if restoreMode {
-		k.sh(k.step("restore mode"))
+		k.Sh(k.Step("restore mode"))
 	}
 	k.r.Start()
 }
 
-// docSteps reads the fenced sh blocks of docs/operations.md's "Backup and
+// DocSteps reads the fenced sh blocks of docs/operations.md's "Backup and
 // restore" section: each block's first line is a comment naming its
 // database and step ("# SQLite: backup"), the rest its commands.
-func docSteps(t *testing.T) map[string]string {
+func DocSteps(t testing.TB) map[string]string {
 	t.Helper()
-	_, here, _, _ := runtime.Caller(0)
-	doc, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "..", "docs", "operations.md"))
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +135,24 @@ func docSteps(t *testing.T) map[string]string {
 		}
 	}
 	return steps
+}
+
+// moduleRoot is the directory of the go.mod above the test's working
+// directory (its package's directory).
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
 }
