@@ -360,8 +360,8 @@ func runFanout(ctx context.Context, p params, fp fanoutParams, dbName, database,
 	ref.pid = raw.cmd.Process.Pid
 	idleRSS, _ := procStatus(svc.pid, "VmRSS:")
 	idleHeap, _ := scrapeMemory(svc.health)
-	fmt.Printf("%-9s fan-out: %d streams on %d connections (+1 publisher) each, %d-byte group message; regroupd: subscribed in %s, idle RSS %.0f MiB, heap %.0f MiB\n",
-		dbName, fp.subs, fp.conns, fp.bytes, setup.Round(time.Millisecond), mib(idleRSS), mib(idleHeap))
+	fmt.Printf("%-9s fan-out: %d streams on %d connections (+1 publisher) each, %d-byte group message; regroupd: subscribed in %s, idle RSS %.0f MiB, heap %.0f MiB; load average %s\n",
+		dbName, fp.subs, fp.conns, fp.bytes, setup.Round(time.Millisecond), mib(idleRSS), mib(idleHeap), loadAverage())
 
 	// One untimed round each first, then the timed ones, alternating.
 	var svcRes, refRes []fanResult
@@ -425,7 +425,7 @@ func runFanout(ctx context.Context, p params, fp fanoutParams, dbName, database,
 		dbName, "regroupd", fp.rounds, sl.Round(time.Millisecond), fmtRounds(svcRes), med(svcRes, p50).Round(time.Millisecond))
 	fmt.Printf("%-9s fan-out: %-10s publish to last delivery, median of %d: %8s (rounds %s), p50 delivery %8s\n",
 		dbName, "raw writes", fp.rounds, rl.Round(time.Millisecond), fmtRounds(refRes), med(refRes, p50).Round(time.Millisecond))
-	fmt.Printf("%-9s fan-out: regroupd ÷ raw writes: %.2f×\n", dbName, float64(sl)/float64(rl))
+	fmt.Printf("%-9s fan-out: regroupd ÷ raw writes: %.2f×; load average %s\n", dbName, float64(sl)/float64(rl), loadAverage())
 	sp, rp := peak(svcRes), peak(refRes)
 	// The ceiling regroupd's memory governor works to (COMP-337): its Go
 	// memory at start-up, the read budget and 1.25 MiB per connection; its
@@ -448,4 +448,17 @@ func fmtRounds(rs []fanResult) string {
 		s[i] = r.last.Round(time.Millisecond).String()
 	}
 	return strings.Join(s, " ")
+}
+
+// loadAverage is the machine's 1-, 5- and 15-minute load average.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
