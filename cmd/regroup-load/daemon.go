@@ -79,6 +79,9 @@ func startDaemon(a daemonArgs) (*daemon, error) {
 			if json.Unmarshal(sc.Bytes(), &line) != nil {
 				continue
 			}
+			if lvl, _ := line["level"].(string); lvl == "WARN" || lvl == "ERROR" || line["msg"] == "slow reader shed" || line["msg"] == "connection shed: responses make no progress" {
+				fmt.Fprintf(os.Stderr, "regroupd: %s\n", sc.Bytes())
+			}
 			switch line["msg"] {
 			case "regroupd listening":
 				ready <- line

@@ -328,7 +328,7 @@ func runFanout(ctx context.Context, p params, fp fanoutParams, dbName, database,
 	extra := []string{"-max-subscriptions", strconv.Itoa(fp.subs + 64),
 		"-max-connections", strconv.Itoa(fp.conns + 64),
 		"-max-connections-per-address", "-1", "-max-subscriptions-per-address", "-1",
-		"-max-cursors-per-address", "-1", "-max-envelope-bytes", strconv.Itoa(max(1<<20, 2*fp.bytes))}
+		"-max-cursors-per-address", "-1", "-read-share-address-kib", "-1", "-max-envelope-bytes", strconv.Itoa(max(1<<20, 2*fp.bytes))}
 	d, err := startDaemon(daemonArgs{bin: p.bin, listen: "127.0.0.1:0", database: database, schema: schema,
 		pprof: p.profileDir != "", extra: extra})
 	if err != nil {
