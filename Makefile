@@ -12,7 +12,7 @@
 #   make wire    regenerate wire_gen.go from wire.go
 #   make lint    gofmt check, go vet, staticcheck
 #   make build   every binary into ./bin
-#   make load    the delivery-service load, fault and replica runs (not part of test)
+#   make load    the delivery-service load, fault, replica and fan-out runs (not part of test)
 #   make attack  the long attack run: every attack, then the fair-share table (not part of test)
 #   make interop the MLS engine against ts-mls and the mlswg harness scripts
 #   make interop-long the part of make interop that make test does not run (the driver's self-test, the long harness runs)
@@ -123,11 +123,14 @@ build:
 # REGROUP_POSTGRES_DSN is set (required under CI=true), with REPLICAS
 # regroupd processes sharing the database (one of them SIGKILLed in the
 # fault run) beside the single-process runs. Each steady run prints the
-# processes' /metrics beside its own figures.
+# processes' /metrics beside its own figures. The fan-out run sends one
+# 320 KiB group message to FANOUT subscription streams (0 skips it)
+# beside a server that only writes the same bytes.
 REPLICAS ?= 3
+FANOUT ?= 10000
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
-	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s -replicas $(REPLICAS)
+	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s -replicas $(REPLICAS) -fanout $(FANOUT)
 
 # The long attack run against a regroupd built from this tree, on SQLite
 # and, with REGROUP_POSTGRES_DSN, on PostgreSQL: the earlier attacks with

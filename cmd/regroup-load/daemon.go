@@ -20,6 +20,10 @@ type daemon struct {
 	addr       string
 	healthAddr string
 	exited     chan error
+	// memory is what regroupd logged about its memory limit (COMP-337):
+	// its Go memory at start-up and its read budget, in bytes; zero when
+	// it logged no such line.
+	memBase, readBudget int64
 }
 
 // daemonArgs is how one regroupd of a run is started.
@@ -33,6 +37,8 @@ type daemonArgs struct {
 	// other's subscribers.
 	notify bool
 	pprof  bool
+	// extra flags, appended after the run's own.
+	extra []string
 }
 
 func startDaemon(a daemonArgs) (*daemon, error) {
@@ -53,6 +59,7 @@ func startDaemon(a daemonArgs) (*daemon, error) {
 	if a.pprof {
 		args = append(args, "-pprof")
 	}
+	args = append(args, a.extra...)
 	cmd := exec.Command(a.bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -63,13 +70,26 @@ func startDaemon(a daemonArgs) (*daemon, error) {
 	}
 	d := &daemon{cmd: cmd, exited: make(chan error, 1)}
 	ready := make(chan map[string]any, 1)
+	memory := make(chan map[string]any, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "regroupd listening" {
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			if lvl, _ := line["level"].(string); lvl == "WARN" || lvl == "ERROR" || line["msg"] == "slow reader shed" || line["msg"] == "connection shed: responses make no progress" {
+				fmt.Fprintf(os.Stderr, "regroupd: %s\n", sc.Bytes())
+			}
+			switch line["msg"] {
+			case "regroupd listening":
 				ready <- line
+			case "memory limit follows the budgets":
+				select {
+				case memory <- line:
+				default:
+				}
 			}
 		}
 		io.Copy(io.Discard, stderr)
@@ -79,6 +99,13 @@ func startDaemon(a daemonArgs) (*daemon, error) {
 	case line := <-ready:
 		d.addr, _ = line["grpc_addr"].(string)
 		d.healthAddr, _ = line["health_addr"].(string)
+		select {
+		case m := <-memory: // logged before listening
+			base, _ := m["base_bytes"].(float64)
+			budget, _ := m["read_budget_bytes"].(float64)
+			d.memBase, d.readBudget = int64(base), int64(budget)
+		default:
+		}
 		return d, nil
 	case err := <-d.exited:
 		return nil, fmt.Errorf("regroupd exited before listening: %v", err)

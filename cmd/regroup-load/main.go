@@ -9,13 +9,16 @@
 //     topics, so a topic's ids have gaps; what is checked is that nothing
 //     is missed, duplicated or reordered); it prints throughput and
 //     p50/p99 publish latency;
+//
 //   - fault run: the same load while regroupd is killed with SIGKILL and
 //     restarted; afterwards every acknowledged envelope must be present
 //     with the id it was acknowledged with, and the reader must have
 //     received exactly what each topic holds;
+//
 //   - raw insert rate: single-row INSERTs into a plain table of the same
 //     database by the same number of writers, the reference the
 //     throughput is read against;
+//
 //   - replica runs (on PostgreSQL, with -replicas N): N regroupd processes
 //     share the database with -postgres-notify; every publisher spreads
 //     its calls over all of them (grpctransport.DialReplicas), one reader
@@ -24,6 +27,16 @@
 //     restarted halfway. The throughput of N processes is printed against
 //     the steady run's one.
 //
+//   - fan-out run (with -fanout N): one big group message (-fanout-bytes,
+//     320 KiB by default: a commit of a large group) published to a topic
+//     that N subscription streams follow, spread over -fanout-conns
+//     connections, each authenticated as its own installation; the time
+//     from the publish call to the last stream's receipt, per round,
+//     against a reference server in its own process that only writes the
+//     same bytes to as many streams over as many connections, alternating
+//     round by round, and regroupd's peak RSS, Go heap and read budget in
+//     use against the memory budget it logged at start-up (COMP-337).
+//
 // During each steady run it scrapes every process's /metrics and prints
 // the figures beside its own (publishes against acknowledgements,
 // latency and lag histograms), so the two can be checked against each
@@ -31,7 +44,7 @@
 //
 // It exits non-zero when any check fails.
 //
-//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s] [-replicas 3]
+//	regroup-load -regroupd ./bin/regroupd [-publishers 16] [-topics 8] [-duration 10s] [-replicas 3] [-fanout 10000 [-fanout-only]]
 package main
 
 import (
@@ -60,6 +73,10 @@ type params struct {
 	// replicas, when above 1, adds on PostgreSQL the replica runs: that
 	// many regroupd processes sharing the database.
 	replicas int
+	// fanout, when set, adds the fan-out run per database (fanout.go);
+	// fanoutOnly skips the others.
+	fanout     fanoutParams
+	fanoutOnly bool
 }
 
 func main() {
@@ -74,9 +91,22 @@ func main() {
 	flag.StringVar(&p.profileDir, "profile", "", "directory for CPU profiles of regroupd during the steady runs (regroupd -pprof)")
 	flag.IntVar(&p.batch, "batch", 1, "envelopes per publish call (the acknowledged count and the rate are in envelopes; latency is per call)")
 	flag.IntVar(&p.replicas, "replicas", 0, "on PostgreSQL, also run this many regroupd replicas sharing the database (steady, and with one SIGKILLed); 0 or 1 skips")
+	flag.IntVar(&p.fanout.subs, "fanout", 0, "also run the fan-out: this many subscription streams follow one topic, each receiving one big group message per round; 0 skips")
+	flag.IntVar(&p.fanout.conns, "fanout-conns", 320, "connections the fan-out's streams spread over, each its own installation (at most 32 streams each under regroupd's default caps)")
+	flag.IntVar(&p.fanout.bytes, "fanout-bytes", 320<<10, "payload bytes of the fan-out's group message (a commit of a large group)")
+	flag.IntVar(&p.fanout.rounds, "fanout-rounds", 5, "timed fan-out rounds per server, after one untimed")
+	flag.BoolVar(&p.fanoutOnly, "fanout-only", false, "run only the fan-out")
+	rawMode := flag.Bool("raw-server", false, "internal: serve as the fan-out's raw-write reference")
 	flag.StringVar(&only, "databases", "sqlite,postgres", "the databases to run, comma-separated")
 	flag.BoolVar(&requirePG, "require-postgres", os.Getenv("CI") == "true", "fail when REGROUP_POSTGRES_DSN is unset")
 	flag.Parse()
+	if *rawMode {
+		if err := serveRaw(); err != nil {
+			fmt.Fprintln(os.Stderr, "regroup-load -raw-server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if _, err := os.Stat(p.bin); err != nil {
 		fmt.Fprintf(os.Stderr, "regroup-load: regroupd binary: %v (build it with go build -o %s ./cmd/regroupd)\n", err, p.bin)
 		os.Exit(2)
@@ -105,9 +135,15 @@ func main() {
 	} else {
 		fmt.Println("postgres: skipped (REGROUP_POSTGRES_DSN unset)")
 	}
-	fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, %d per publish, loopback gRPC\n\n",
-		p.publishers, p.topics, p.duration, p.payload, max(p.batch, 1))
-	fmt.Printf("%-9s %-15s %5s %9s %11s %9s %9s %12s %7s  %s\n", "database", "run", "procs", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "ratio", "checks")
+	if p.fanout.subs > 0 && (p.fanout.conns <= 0 || p.fanout.conns > p.fanout.subs || p.fanout.bytes < 8 || p.fanout.rounds < 1) {
+		fmt.Fprintln(os.Stderr, "regroup-load: -fanout needs 1 <= -fanout-conns <= -fanout, -fanout-bytes >= 8 and -fanout-rounds >= 1")
+		os.Exit(2)
+	}
+	if !p.fanoutOnly {
+		fmt.Printf("regroup-load: %d publishers, %d topics, %s per run, %d-byte payloads, %d per publish, loopback gRPC\n\n",
+			p.publishers, p.topics, p.duration, p.payload, max(p.batch, 1))
+		fmt.Printf("%-9s %-15s %5s %9s %11s %9s %9s %12s %7s  %s\n", "database", "run", "procs", "acked", "envelopes/s", "p50", "p99", "raw rows/s", "ratio", "checks")
+	}
 	failed := false
 	for _, d := range dbs {
 		ctx := context.Background()
@@ -121,6 +157,18 @@ func main() {
 					s.DropSchema(ctx)
 					s.Close()
 				}
+			}
+		}
+		if p.fanout.subs > 0 {
+			database, schema, drop := fresh("fanout.db")
+			err := runFanout(ctx, p, p.fanout, d.name, database, schema)
+			drop()
+			if err != nil {
+				fmt.Printf("%-9s fan-out FAILED: %v\n", d.name, err)
+				failed = true
+			}
+			if p.fanoutOnly {
+				continue
 			}
 		}
 		// The reference is measured before and after the database's runs,
