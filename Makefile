@@ -124,10 +124,13 @@ build:
 # regroupd processes sharing the database (one of them SIGKILLed in the
 # fault run) beside the single-process runs. Each steady run prints the
 # processes' /metrics beside its own figures. The fan-out run sends one
-# 320 KiB group message to FANOUT subscription streams (0 skips it)
-# beside a server that only writes the same bytes.
+# 320 KiB group message to FANOUT subscription streams beside a server
+# that only writes the same bytes: `make load FANOUT=10000`. It is off
+# (0) by default because at regroupd's default read budget it stalls
+# and connections are shed (docs/performance.md, "One commit to 10,000 subscribers"); with
+# REGROUPD_READ_BUDGET_MIB=8192 it completes.
 REPLICAS ?= 3
-FANOUT ?= 10000
+FANOUT ?= 0
 load:
 	$(GO) build -o bin/regroupd ./cmd/regroupd
 	$(GO) run ./cmd/regroup-load -regroupd bin/regroupd -publishers 16 -topics 8 -duration 10s -replicas $(REPLICAS) -fanout $(FANOUT)
