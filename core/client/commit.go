@@ -209,6 +209,12 @@ func (c *Client) await(ctx context.Context, groupID []byte, unlock *func(), step
 	delay := 20 * time.Millisecond
 	for {
 		err := step()
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ErrCommitAwaiting) && c.holdsIntent(ctx, groupID) {
+			// ctx ended while the commit was being published or read
+			// back: it stays held and a later sync settles it, as when
+			// ctx ends between tries.
+			return fmt.Errorf("commit: %w: %w", ErrCommitAwaiting, err)
+		}
 		if !errors.Is(err, ErrCommitAwaiting) {
 			return err
 		}
@@ -332,6 +338,15 @@ func awaitUnavailable(err error) error {
 		return fmt.Errorf("commit: %w (%v)", ErrCommitAwaiting, err)
 	}
 	return err
+}
+
+// holdsIntent reports that the group's stored intent still holds a
+// pending commit, read past the end of the caller's context.
+func (c *Client) holdsIntent(ctx context.Context, groupID []byte) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	in, err := c.intent(ctx, groupID)
+	return err == nil && in != nil && in.State == intentPending
 }
 
 func (c *Client) intent(ctx context.Context, groupID []byte) (in *intent, err error) {

@@ -38,6 +38,8 @@ type acceptanceFake struct {
 	reports []fakeReport
 	lifts   []ports.Lift
 	base    ports.Transport
+	// published, when set, runs after a pending commit is stored.
+	published func()
 }
 
 type fakeReport struct {
@@ -176,11 +178,15 @@ func (t *fakeTransport) Publish(ctx context.Context, envs []*backendpb.ClientEnv
 		return seqs, err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.pending[string(group)] = seqs[0]
 	f.commits[seqs[0]] = true
 	if len(seqs) > 1 {
 		f.gi[seqs[1]] = true
+	}
+	published := f.published
+	f.mu.Unlock()
+	if published != nil {
+		published()
 	}
 	return seqs, nil
 }

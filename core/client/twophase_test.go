@@ -226,14 +226,31 @@ func TestCOMP442_ExpiredCommitRetried(t *testing.T) {
 // gets ErrCommitAwaiting; the commit stays held across a restart and a
 // later sync merges it on confirmation.
 func TestCOMP437_PendingCommitSurvivesRestart(t *testing.T) {
+	for _, when := range []string{"published", "awaiting"} {
+		t.Run(when, func(t *testing.T) { pendingSurvivesRestart(t, when) })
+	}
+}
+
+// pendingSurvivesRestart ends bob's context right after the service
+// stored his commit, before he read it back ("published"), or while he
+// waits for its decision ("awaiting"): either way the call reports
+// ErrCommitAwaiting and the commit stays held.
+func pendingSurvivesRestart(t *testing.T, when string) {
 	p := newPendingWorld(t, nil)
 	ctx, cancel := context.WithCancel(p.w.Ctx)
-	done, seq := p.bobCommits(t, ctx)
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	if err := wait(t, done); !errors.Is(err, client.ErrCommitAwaiting) {
-		t.Fatalf("bob's cancelled wait: %v, want ErrCommitAwaiting", err)
+	defer cancel()
+	if when == "published" {
+		p.f.published, p.f.refuse = cancel, true
 	}
+	done, seq := p.bobCommits(t, ctx)
+	if when == "awaiting" {
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}
+	if err := wait(t, done); !errors.Is(err, client.ErrCommitAwaiting) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("bob's cancelled wait: %v, want ErrCommitAwaiting and context.Canceled", err)
+	}
+	p.f.published = nil
 	p.bob.Restart(nil)
 	p.bob.Sync()
 	if got := p.bob.Info(p.id).Epoch; got != p.epoch {
