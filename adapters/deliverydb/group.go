@@ -74,6 +74,9 @@ type groupCommitter struct {
 	last, took atomic.Int64
 	// groups and grouped count the groups run and the appends they held.
 	groups, grouped atomic.Int64
+	// waiting counts the appends waiting for a writer to take them, taken
+	// those a writer took; tests wait on them.
+	waiting, taken atomic.Int64
 	// freeTurns, set only by benchmarks before the first append, lets
 	// every writer start a group as soon as it is free and turns gather
 	// off: how the writers worked before they took turns.
@@ -119,11 +122,16 @@ func (g *groupCommitter) stop() {
 // commit that may hold the envelopes is in flight).
 func (g *groupCommitter) append(ctx context.Context, envs []ports.NewStoredEnvelope) ([]uint64, error) {
 	r := &appendReq{ctx: ctx, envs: envs, queued: time.Now(), done: make(chan struct{})}
+	g.waiting.Add(1)
 	select {
 	case g.reqs <- r:
+		g.waiting.Add(-1)
+		g.taken.Add(1)
 	case <-ctx.Done():
+		g.waiting.Add(-1)
 		return nil, dbErr(ctx, "append envelopes", ctx.Err())
 	case <-g.quit:
+		g.waiting.Add(-1)
 		return nil, fmt.Errorf("append envelopes: %w", ports.ErrClosed)
 	}
 	<-r.done

@@ -53,14 +53,13 @@ func (f *fakeGroups) groupSizes() []int {
 
 // appendAsync starts n appends and returns a channel that closes when all
 // are acknowledged.
-func (f *fakeGroups) appendAsync(n int, started *atomic.Int32) chan struct{} {
+func (f *fakeGroups) appendAsync(n int) chan struct{} {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			started.Add(1)
 			_, _ = f.g.append(context.Background(), []ports.NewStoredEnvelope{{Topic: []byte{1}, Envelope: []byte{1}}})
 		}()
 	}
@@ -68,18 +67,17 @@ func (f *fakeGroups) appendAsync(n int, started *atomic.Int32) chan struct{} {
 	return done
 }
 
-// waitStarted waits until n appends have been started and then a little
-// longer, for them to queue.
-func waitStarted(t *testing.T, started *atomic.Int32, n int32) {
+// waitFor waits until the writers took taken appends and waiting more
+// wait to be taken.
+func waitFor(t *testing.T, g *groupCommitter, taken, waiting int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for started.Load() < n {
+	deadline := time.Now().Add(20 * time.Second)
+	for g.taken.Load() < taken || g.waiting.Load() < waiting {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d appends started", started.Load(), n)
+			t.Fatalf("%d appends taken, %d waiting; want %d and %d", g.taken.Load(), g.waiting.Load(), taken, waiting)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(100 * time.Millisecond)
 }
 
 // COMP-540: while a group commits, a second writer does not start a group
@@ -93,11 +91,10 @@ func TestCOMP540_OneGroupAtATime(t *testing.T) {
 	let := func() { releaseOnce.Do(func() { close(release) }) }
 	defer let() // before stop, also when the test fails
 	f.hold <- release
-	var started atomic.Int32
-	first := f.appendAsync(1, &started)
-	waitStarted(t, &started, 1)
-	rest := f.appendAsync(6, &started)
-	waitStarted(t, &started, 7)
+	first := f.appendAsync(1)
+	waitFor(t, f.g, 1, 0)
+	rest := f.appendAsync(6)
+	waitFor(t, f.g, 1, 6)
 	if got := f.groupSizes(); len(got) != 1 {
 		t.Fatalf("groups %v while the first group commits: a second writer started a group beside it", got)
 	}
@@ -118,11 +115,10 @@ func TestCOMP540_StalledGroupHandsTheTurnOn(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	f.hold <- release
-	var started atomic.Int32
-	_ = f.appendAsync(1, &started)
-	waitStarted(t, &started, 1)
+	_ = f.appendAsync(1)
+	waitFor(t, f.g, 1, 0)
 	select {
-	case <-f.appendAsync(3, &started):
+	case <-f.appendAsync(3):
 	case <-time.After(10 * time.Second):
 		t.Fatalf("groups %v: appends waited behind a stalled group past the takeover time", f.groupSizes())
 	}
@@ -138,10 +134,9 @@ func TestCOMP541_GroupGathersThePreviousGroupsPublishers(t *testing.T) {
 	f.g.gatherMax = time.Hour
 	f.g.last.Store(4)
 	f.g.took.Store(int64(time.Hour))
-	var started atomic.Int32
-	first := f.appendAsync(1, &started)
-	waitStarted(t, &started, 1) // the writer has found one append and waits
-	rest := f.appendAsync(3, &started)
+	first := f.appendAsync(1)
+	waitFor(t, f.g, 1, 0) // the writer has found one append and waits
+	rest := f.appendAsync(3)
 	for _, c := range []chan struct{}{first, rest} {
 		select {
 		case <-c:
@@ -159,7 +154,7 @@ func TestCOMP541_GroupGathersThePreviousGroupsPublishers(t *testing.T) {
 	h.g.last.Store(100)
 	h.g.took.Store(int64(4 * time.Millisecond))
 	select {
-	case <-h.appendAsync(1, &started):
+	case <-h.appendAsync(1):
 	case <-time.After(10 * time.Second):
 		t.Fatal("a lone append waited past the gather bound")
 	}
@@ -215,11 +210,10 @@ func TestGroupCommit_RefusedEnvelopeSparesItsGroup(t *testing.T) {
 				_, err := s.Append(ctx, []ports.NewStoredEnvelope{env(stall, 1)})
 				stalled <- err
 			}()
-			time.Sleep(50 * time.Millisecond)
+			waitFor(t, s.group, 2, 0)
 			groups0 := s.group.groups.Load()
 			ids := make([][]uint64, n)
 			errs := make([]error, n)
-			var started atomic.Int32
 			var wg sync.WaitGroup
 			for i := range n {
 				e := env(topics[i%3], byte('a'+i))
@@ -229,11 +223,10 @@ func TestGroupCommit_RefusedEnvelopeSparesItsGroup(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					started.Add(1)
 					ids[i], errs[i] = s.Append(ctx, []ports.NewStoredEnvelope{e})
 				}()
 			}
-			waitStarted(t, &started, n)
+			waitFor(t, s.group, 2, n)
 			close(unstall)
 			if lockTx != nil {
 				if err := lockTx.Commit(); err != nil {

@@ -83,6 +83,14 @@ type Store struct {
 // succeeded. For tests and benchmarks.
 func (s *Store) Commits() uint64 { return s.commits.Load() }
 
+// Queued returns how many transactions wait in the group-commit queue
+// for their turn. For tests.
+func (s *Store) Queued() int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return len(s.group.queue)
+}
+
 var (
 	_ ports.Store        = (*Store)(nil)
 	_ ports.MessageTx    = (*tx)(nil)

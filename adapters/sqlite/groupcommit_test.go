@@ -46,9 +46,15 @@ func holdStore(t *testing.T, s *sqlite.Store) (release func(), wait func()) {
 	}
 }
 
-// queued waits until the store's queue has had time to fill: the test
-// cannot see the queue, so it waits for the goroutines to block.
-func settle() { time.Sleep(50 * time.Millisecond) }
+// settle waits until n transactions wait in the store's queue.
+func settle(t *testing.T, s *sqlite.Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); s.Queued() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions queued, want %d", s.Queued(), n)
+		}
+	}
+}
 
 // COMP-550: concurrent transactions of one SQLite store share a database
 // transaction and its commit, and each keeps its own writes.
@@ -69,7 +75,7 @@ func TestCOMP550_ConcurrentTransactionsShareACommit(t *testing.T) {
 			})
 		}()
 	}
-	settle()
+	settle(t, s, n)
 	release()
 	wait()
 	wg.Wait()
@@ -146,7 +152,7 @@ func TestCOMP550_SharedCommitKeepsEachTransactionWhole(t *testing.T) {
 			return nil
 		})
 	})
-	settle()
+	settle(t, s, len(results))
 	before := s.Commits()
 	release()
 	wait()
