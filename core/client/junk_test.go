@@ -343,6 +343,19 @@ func TestJOIN066_MissedMessageReported(t *testing.T) {
 	}
 	bob.Sync()
 	var missed []uint64
+	// The first report may take a while to be handed over on a loaded
+	// machine; any further one follows it at once.
+	deadline := time.After(20 * time.Second)
+	for len(missed) == 0 {
+		select {
+		case ev := <-bob.C.Events():
+			if m, ok := ev.(client.MessageMissedEvent); ok {
+				missed = append(missed, m.SequenceID)
+			}
+		case <-deadline:
+			t.Fatalf("bob reported no missed message (anchor %d)", anchor)
+		}
+	}
 	for _, ev := range drainEventsOf(bob) {
 		if m, ok := ev.(client.MessageMissedEvent); ok {
 			missed = append(missed, m.SequenceID)
