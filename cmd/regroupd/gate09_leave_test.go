@@ -70,7 +70,7 @@ func gate09(t *testing.T, mode string) {
 	world.SyncAll(alice, bob, bob2, dave, eve)
 	all = []string{alice.C.InboxID(), bob.C.InboxID(), dave.C.InboxID(), eve.C.InboxID()}
 	honest(t, id, all, alice, bob, bob2, dave, eve)
-	if !sawLeave(drain(alice), carol.C.InboxID()) {
+	if !eventually(alice, func(evs []any) bool { return sawLeave(evs, carol.C.InboxID()) }) {
 		t.Fatal("alice's client reported no leave request of carol")
 	}
 

@@ -137,12 +137,14 @@ func gate10Clients(t *testing.T, mode string) {
 		t.Fatalf("eve creates a group of version 2: %v", err)
 	}
 	bob.Sync()
-	rejected := false
-	for _, e := range drain(bob) {
-		if we, ok := e.(client.WelcomeEvent); ok && we.Rejected && strings.Contains(we.Reason, "COMP-386") {
-			rejected = true
+	rejected := eventually(bob, func(evs []any) bool {
+		for _, e := range evs {
+			if we, ok := e.(client.WelcomeEvent); ok && we.Rejected && strings.Contains(we.Reason, "COMP-386") {
+				return true
+			}
 		}
-	}
+		return false
+	})
 	if !rejected {
 		t.Fatal("bob did not reject the Welcome to a group of an unknown policy version")
 	}

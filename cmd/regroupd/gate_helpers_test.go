@@ -45,6 +45,23 @@ func honest(t *testing.T, id []byte, want []string, ms ...*world.Member) {
 	}
 }
 
+// eventually reads the member's events until saw holds of those read so
+// far, for at most 20 s, and reports whether it did: a report expected
+// may take a while to be handed over on a loaded machine.
+func eventually(m *world.Member, saw func([]any) bool) bool {
+	var out []any
+	deadline := time.After(20 * time.Second)
+	for !saw(out) {
+		select {
+		case e := <-m.C.Events():
+			out = append(out, e)
+		case <-deadline:
+			return false
+		}
+	}
+	return true
+}
+
 // drain returns the events the member's client reported so far: those
 // it hands out before it stays quiet for 200 ms.
 func drain(m *world.Member) []any {

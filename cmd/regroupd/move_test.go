@@ -66,7 +66,7 @@ func moveToNewGroup(t *testing.T, mode string) {
 		if err != nil || !bytes.Equal(got, next.ID()) {
 			t.Fatalf("%s reads the successor %x, %v, want %x", m.Name, got, err, next.ID())
 		}
-		if m != alice && !sawSuccessor(drain(m), id, next.ID()) {
+		if m != alice && !eventually(m, func(evs []any) bool { return sawSuccessor(evs, id, next.ID()) }) {
 			t.Fatalf("%s reported no successor event", m.Name)
 		}
 	}
