@@ -97,7 +97,7 @@ func (h *grpcHarness) NewAnonymousTransport(t *testing.T) ports.Transport { retu
 func (h *grpcHarness) Bounce(t *testing.T) {
 	h.srv.stop()
 	var err error
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 400; i++ {
 		if h.srv, err = start(context.Background(), h.cfg, quietLog()); err == nil {
 			return
 		}

@@ -25,7 +25,7 @@ func TestCOMP337_MemoryLimitFollowsBudgetsAndConnections(t *testing.T) {
 	go func() { m.run(ctx, time.Millisecond); close(done) }()
 	waitFor := func(want int64) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			mu.Lock()
 			ok := len(set) > 0 && set[len(set)-1] == want
 			mu.Unlock()

@@ -74,7 +74,7 @@ func (f *acceptanceFake) set(on bool) {
 // sequence id.
 func (f *acceptanceFake) waitPending(t *testing.T, id []byte) uint64 {
 	t.Helper()
-	for range 500 {
+	for range 3000 { // 30 s: a commit under -race on a loaded machine
 		f.mu.Lock()
 		s := f.pending[string(id)]
 		f.mu.Unlock()

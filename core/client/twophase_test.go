@@ -199,7 +199,7 @@ func TestCOMP442_ExpiredCommitRetried(t *testing.T) {
 			done, seq := p.bobCommits(t, p.w.Ctx)
 			p.f.notice(t, p.id, &backendpb.AcceptanceNotice{Outcome: o, CommitSequenceId: seq})
 			var seq2 uint64
-			for range 500 {
+			for range 3000 {
 				if seq2 = p.f.waitPending(t, p.id); seq2 != seq {
 					break
 				}
