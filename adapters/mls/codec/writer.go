@@ -95,7 +95,8 @@ func (w *Writer) Vector(fn func(w *Writer)) {
 	hs := lengthSize(n)
 	w.buf = append(w.buf, make([]byte, hs)...)
 	copy(w.buf[start+hs:], w.buf[start:start+n])
-	hdr, _ := AppendLength(nil, n)
+	var room [4]byte
+	hdr, _ := AppendLength(room[:0], n)
 	copy(w.buf[start:], hdr)
 }
 
