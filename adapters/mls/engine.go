@@ -209,51 +209,87 @@ func describe(leaf *message.LeafNode) ports.Member {
 // leafMemo remembers how leaves were described: a group's leaves outlive
 // its epochs (a tree replaces a leaf, never modifies one), so describing
 // a large group's members again after a commit costs a lookup per leaf,
-// not a credential decoding. It holds at most maxMemoLeaves leaves, or
-// twice the leaves of the largest group described (its tree before and
-// after a commit), and forgets them all when full: a group larger than
-// the fixed bound would otherwise be described anew at every view.
+// not a credential decoding. Each leaf points at its description in the
+// member list that described it last; a view of exactly the leaves of
+// that list (the staged and the installed view of a Welcome, a group
+// viewed again unchanged) returns that list itself, which views share
+// and nobody changes (COMP-570). It holds at most maxMemoLeaves leaves,
+// or twice the leaves of the largest group described (its tree before
+// and after a commit), and forgets them all when full: a group larger
+// than the fixed bound would otherwise be described anew at every view.
 type leafMemo struct {
 	mu sync.Mutex
-	m  map[*message.LeafNode]ports.Member
+	m  map[*message.LeafNode]memberRef
 }
+
+// memberRef is a leaf's description: entry i of a member list.
+type memberRef struct {
+	list *memberList
+	i    int
+}
+
+// memberList is a member list a view returned; it never changes.
+type memberList struct{ members []ports.Member }
 
 const maxMemoLeaves = 1 << 13
 
-var memberMemo = &leafMemo{m: map[*message.LeafNode]ports.Member{}}
+var memberMemo = &leafMemo{m: map[*message.LeafNode]memberRef{}}
 
-// membersOf describes the non-blank leaves ls, as leaf reads them.
+// membersOf describes the non-blank leaves ls, as leaf reads them. The
+// list may be one an earlier view returned: callers read it, never change
+// it (COMP-570).
 func membersOf(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.LeafNode) []ports.Member {
-	out := make([]ports.Member, len(ls))
-	var missing []int
 	c := memberMemo
 	c.mu.Lock()
+	if same := c.described(ls, leaf); same != nil {
+		c.mu.Unlock()
+		return same
+	}
+	out := make([]ports.Member, len(ls))
+	var missing []int
 	for i, l := range ls {
-		m, ok := c.m[leaf(l)]
+		r, ok := c.m[leaf(l)]
 		if !ok {
 			missing = append(missing, i)
+			continue
 		}
+		m := r.list.members[r.i]
 		m.LeafIndex = uint32(l)
 		out[i] = m
 	}
 	c.mu.Unlock()
-	if len(missing) == 0 {
-		return out
-	}
 	for _, i := range missing {
 		out[i] = toMember(uint32(ls[i]), leaf(ls[i]))
 	}
+	list := &memberList{members: out}
 	c.mu.Lock()
 	if len(c.m)+len(missing) > max(maxMemoLeaves, 2*len(ls)) {
 		clear(c.m)
 	}
-	for _, i := range missing {
-		if lf := leaf(ls[i]); lf != nil {
-			c.m[lf] = out[i]
+	for i, l := range ls { // every leaf now points into out
+		if lf := leaf(l); lf != nil {
+			c.m[lf] = memberRef{list: list, i: i}
 		}
 	}
 	c.mu.Unlock()
 	return out
+}
+
+// described returns the member list that describes exactly the leaves ls
+// at their indices, or nil. c.mu is held.
+func (c *leafMemo) described(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.LeafNode) []ports.Member {
+	var list *memberList
+	for i, l := range ls {
+		r, ok := c.m[leaf(l)]
+		if !ok || r.i != i || (list != nil && r.list != list) || r.list.members[i].LeafIndex != uint32(l) {
+			return nil
+		}
+		list = r.list
+	}
+	if list == nil || len(list.members) != len(ls) {
+		return nil
+	}
+	return list.members
 }
 
 // view describes a group for the port; removal is the record of an
