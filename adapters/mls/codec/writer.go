@@ -27,6 +27,10 @@ func NewWriter(size int) *Writer {
 	return &Writer{buf: make([]byte, 0, size)}
 }
 
+// NewWriterOn returns a Writer that appends to dst: Bytes returns dst
+// extended by what was written.
+func NewWriterOn(dst []byte) *Writer { return &Writer{buf: dst} }
+
 // Bytes returns the encoded bytes, or the first error met while encoding.
 func (w *Writer) Bytes() ([]byte, error) {
 	if w.err != nil {

@@ -65,7 +65,16 @@ const MinBatch = 256
 
 // Verify returns, for each check, whether crypto/ed25519.Verify accepts
 // it. It spreads the work over up to runtime.GOMAXPROCS(0) goroutines.
-func Verify(checks []Check) []bool {
+func Verify(checks []Check) []bool { return VerifyAppended(checks, nil) }
+
+// VerifyAppended is Verify for messages written when needed instead of
+// held: the message of a check whose Message is nil is message(i, dst),
+// which appends check i's message to dst and returns the result. A
+// batch hashes each message once from a buffer its goroutine reuses, so
+// thousands of messages are never held at once; message is called from
+// several goroutines at once, and again for a check verified on its own.
+func VerifyAppended(checks []Check, message func(i int, dst []byte) []byte) []bool {
+	m := messages{checks: checks, fn: message}
 	out := make([]bool, len(checks))
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(checks)/MinShare))
 	parts := func(f func(k, lo, hi int)) {
@@ -83,14 +92,14 @@ func Verify(checks []Check) []bool {
 	if len(checks) < MinBatch {
 		parts(func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
-				out[i] = verifyOne(checks[i])
+				out[i] = m.verifyOne(i)
 			}
 		})
 		return out
 	}
 	chunks := make([][]candidate, workers)
 	witnesses := make([][]curve.EdwardsPoint, workers) // Y_i of chunks[k][i]
-	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(checks, lo, hi, out) })
+	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(m, lo, hi, out) })
 	// Every Y_i must be torsion-free; when the combined test fails, find
 	// the signatures whose Y_i is not and verify those alone.
 	if !torsionFreeAll(witnesses, workers) {
@@ -100,19 +109,34 @@ func Verify(checks []Check) []bool {
 				if witnesses[k][j].IsTorsionFree() {
 					kept = append(kept, d)
 				} else {
-					out[d.i] = verifyOne(checks[d.i])
+					out[d.i] = m.verifyOne(d.i)
 				}
 			}
 			chunks[k] = kept
 		}
 	}
-	parts(func(k, _, _ int) { settle(checks, chunks[k], out) })
+	parts(func(k, _, _ int) { settle(m, chunks[k], out) })
 	return out
 }
 
-// verifyOne is crypto/ed25519's answer for one check.
-func verifyOne(c Check) bool {
-	return len(c.PublicKey) == ed25519.PublicKeySize && ed25519.Verify(ed25519.PublicKey(c.PublicKey), c.Message, c.Signature)
+// messages gives the checks' messages: held, or written by fn.
+type messages struct {
+	checks []Check
+	fn     func(i int, dst []byte) []byte
+}
+
+// message returns check i's message, appended to dst when written.
+func (m messages) message(i int, dst []byte) []byte {
+	if msg := m.checks[i].Message; msg != nil || m.fn == nil {
+		return msg
+	}
+	return m.fn(i, dst)
+}
+
+// verifyOne is crypto/ed25519's answer for check i.
+func (m messages) verifyOne(i int) bool {
+	c := m.checks[i]
+	return len(c.PublicKey) == ed25519.PublicKeySize && ed25519.Verify(ed25519.PublicKey(c.PublicKey), m.message(i, nil), c.Signature)
 }
 
 // candidate is a decoded signature that may enter a batch.
@@ -125,19 +149,24 @@ type candidate struct {
 // decode returns the candidates among checks[lo:hi], with the small-order
 // witness Y = [k mod 8]A + R of each, and sets out[i] for the others,
 // verified on their own.
-func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
+func decode(m messages, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
 	cands := make([]candidate, 0, hi-lo)
 	ys := make([]curve.EdwardsPoint, 0, hi-lo)
+	var scratch []byte // the written messages, one at a time
 	for i := lo; i < hi; i++ {
-		c := checks[i]
+		c := m.checks[i]
 		cands = append(cands, candidate{i: i})
 		d := &cands[len(cands)-1]
 		if !decodePoint(c.PublicKey, &d.a) || !decodeSignature(c.Signature, &d.r, &d.s) {
 			cands = cands[:len(cands)-1]
-			out[i] = verifyOne(c)
+			out[i] = m.verifyOne(i)
 			continue
 		}
-		challenge(c, &d.k)
+		msg := m.message(i, scratch[:0])
+		if c.Message == nil {
+			scratch = msg
+		}
+		challenge(c.Signature, c.PublicKey, msg, &d.k)
 		ys = append(ys, curve.EdwardsPoint{})
 		smallOrderWitness(d, &ys[len(ys)-1])
 	}
@@ -146,7 +175,7 @@ func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.Edward
 
 // settle sets out for candidates whose witnesses are torsion-free: true
 // for all when their batch equation holds, else each one's own verdict.
-func settle(checks []Check, cands []candidate, out []bool) {
+func settle(m messages, cands []candidate, out []bool) {
 	if len(cands) == 0 {
 		return
 	}
@@ -157,16 +186,16 @@ func settle(checks []Check, cands []candidate, out []bool) {
 		return
 	}
 	for _, c := range cands {
-		out[c.i] = verifyOne(checks[c.i])
+		out[c.i] = m.verifyOne(c.i)
 	}
 }
 
 // challenge sets k = SHA-512(R ‖ A ‖ M) mod L, as crypto/ed25519 does.
-func challenge(c Check, k *scalar.Scalar) {
+func challenge(sig, pub, msg []byte, k *scalar.Scalar) {
 	h := sha512.New()
-	h.Write(c.Signature[:32])
-	h.Write(c.PublicKey)
-	h.Write(c.Message)
+	h.Write(sig[:32])
+	h.Write(pub)
+	h.Write(msg)
 	var digest [sha512.Size]byte
 	_, _ = k.SetBytesModOrderWide(h.Sum(digest[:0])) // 64 bytes: cannot fail
 }

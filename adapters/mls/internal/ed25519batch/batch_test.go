@@ -143,8 +143,8 @@ func nonCanonicalS(sig []byte) []byte {
 // single is crypto/ed25519's answer for every check.
 func single(checks []Check) []bool {
 	out := make([]bool, len(checks))
-	for i, c := range checks {
-		out[i] = verifyOne(c)
+	for i := range checks {
+		out[i] = messages{checks: checks}.verifyOne(i)
 	}
 	return out
 }
@@ -342,7 +342,7 @@ func TestBatchEquationDecides(t *testing.T) {
 		if !decodePoint(c.PublicKey, &cands[i].a) || !decodeSignature(c.Signature, &cands[i].r, &cands[i].s) {
 			t.Fatalf("check %d does not decode", i)
 		}
-		challenge(c, &cands[i].k)
+		challenge(c.Signature, c.PublicKey, c.Message, &cands[i].k)
 		var y curve.EdwardsPoint
 		if smallOrderWitness(&cands[i], &y); !y.IsTorsionFree() {
 			t.Fatalf("check %d: [k mod 8]A + R has a small-order part", i)
@@ -361,9 +361,41 @@ func TestBatchEquationDecides(t *testing.T) {
 	if !decodePoint(hpub, &probe.a) || !decodeSignature(hsig, &probe.r, &probe.s) {
 		t.Fatal("hostile signature does not decode")
 	}
-	challenge(Check{hpub, []byte("torsion R"), hsig}, &probe.k)
+	challenge(hsig, hpub, []byte("torsion R"), &probe.k)
 	var y curve.EdwardsPoint
 	if smallOrderWitness(&probe, &y); y.IsTorsionFree() {
 		t.Fatal("R with a small-order part gives a torsion-free witness")
+	}
+}
+
+// VerifyAppended gives Verify's answers when the messages are written on
+// demand into reused buffers: for the hostile mix, batched and not, with
+// every second message held and the others written.
+func TestVerifyAppendedMatchesVerify(t *testing.T) {
+	checks := hostileChecks(t, 40)
+	all := append(append([]Check{}, honestPool(MinBatch)...), checks...)
+	for _, batch := range [][]Check{all, checks} {
+		want := Verify(batch)
+		held := make([]Check, len(batch))
+		for i, c := range batch {
+			held[i] = c
+			if i%2 == 0 {
+				held[i].Message = nil
+			}
+		}
+		got := VerifyAppended(held, func(i int, dst []byte) []byte {
+			return append(dst, batch[i].Message...)
+		})
+		for i := range batch {
+			if got[i] != want[i] {
+				t.Fatalf("set of %d, check %d: appended %v, held %v", len(batch), i, got[i], want[i])
+			}
+		}
+		wrong := VerifyAppended(held, func(i int, dst []byte) []byte { return append(dst, 'x') })
+		for i := range batch {
+			if i%2 == 0 && want[i] && wrong[i] {
+				t.Fatalf("set of %d, check %d accepted over another message", len(batch), i)
+			}
+		}
 	}
 }
