@@ -176,7 +176,24 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func u16s[T ~uint16](in []T) []uint16 {
+func u16s[T ~uint16](in []T) []uint16 { return u16sLike(in, nil) }
+
+// u16sLike is u16s returning like when it holds the same values: the
+// members of a group mostly advertise the same capabilities, which their
+// descriptions then share.
+func u16sLike[T ~uint16](in []T, like []uint16) []uint16 {
+	if like != nil && len(like) == len(in) {
+		same := true
+		for i, v := range in {
+			if uint16(v) != like[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return like
+		}
+	}
 	out := make([]uint16, len(in))
 	for i, v := range in {
 		out[i] = uint16(v)
@@ -195,13 +212,21 @@ func toMember(l uint32, leaf *message.LeafNode) ports.Member {
 }
 
 // describe describes a leaf for the port, without its index.
-func describe(leaf *message.LeafNode) ports.Member {
+func describe(leaf *message.LeafNode) ports.Member { return describeLike(leaf, nil) }
+
+// describeLike is describe sharing the capability lists of like (another
+// member's description, or nil) where they hold the same values.
+func describeLike(leaf *message.LeafNode, like *ports.Capabilities) ports.Member {
+	if like == nil {
+		like = &ports.Capabilities{}
+	}
 	var m ports.Member
 	c := &leaf.Capabilities
 	m.SignatureKey, m.InboxID, m.EncryptionKey = leaf.SignatureKey, inboxID(&leaf.Credential), leaf.EncryptionKey
 	m.CredentialType, m.Credential = uint16(leaf.Credential.Type), leaf.Credential.Identity
-	m.Capabilities = ports.Capabilities{Versions: u16s(c.Versions), CipherSuites: u16s(c.CipherSuites),
-		Extensions: u16s(c.Extensions), Proposals: u16s(c.Proposals), Credentials: u16s(c.Credentials)}
+	m.Capabilities = ports.Capabilities{Versions: u16sLike(c.Versions, like.Versions), CipherSuites: u16sLike(c.CipherSuites, like.CipherSuites),
+		Extensions: u16sLike(c.Extensions, like.Extensions), Proposals: u16sLike(c.Proposals, like.Proposals),
+		Credentials: u16sLike(c.Credentials, like.Credentials)}
 	m.Extensions = fromExtensions(leaf.Extensions)
 	return m
 }
@@ -258,8 +283,16 @@ func membersOf(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.L
 		out[i] = m
 	}
 	c.mu.Unlock()
+	var like *ports.Capabilities
 	for _, i := range missing {
-		out[i] = toMember(uint32(ls[i]), leaf(ls[i]))
+		lf := leaf(ls[i])
+		if lf == nil {
+			out[i] = ports.Member{LeafIndex: uint32(ls[i])}
+			continue
+		}
+		out[i] = describeLike(lf, like)
+		out[i].LeafIndex = uint32(ls[i])
+		like = &out[i].Capabilities
 	}
 	list := &memberList{members: out}
 	c.mu.Lock()
