@@ -1,7 +1,7 @@
-// Package ed25519batch verifies many pure Ed25519 signatures at once (one
-// multi-scalar multiplication with curve25519-voi, spread over the
-// available cores) and accepts exactly what crypto/ed25519 accepts, one
-// signature at a time.
+// Package ed25519batch verifies many pure Ed25519 signatures at once (a
+// multi-scalar multiplication with curve25519-voi per core, over batches
+// of at most a few thousand signatures) and accepts exactly what
+// crypto/ed25519 accepts, one signature at a time.
 //
 // # Cofactor rule
 //
@@ -97,6 +97,10 @@ func VerifyAppended(checks []Check, message func(i int, dst []byte) []byte) []bo
 		})
 		return out
 	}
+	if share := (len(checks) + workers - 1) / workers; share > maxBatch {
+		parts(func(_, lo, hi int) { verifyInBatches(m, lo, hi, out) })
+		return out
+	}
 	chunks := make([][]candidate, workers)
 	witnesses := make([][]curve.EdwardsPoint, workers) // Y_i of chunks[k][i]
 	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(m, lo, hi, out) })
@@ -117,6 +121,36 @@ func VerifyAppended(checks []Check, message func(i int, dst []byte) []byte) []bo
 	}
 	parts(func(k, _, _ int) { settle(m, chunks[k], out) })
 	return out
+}
+
+// maxBatch is the most signatures one goroutine decodes and holds at
+// once (about 550 bytes each): a goroutine given more verifies them in
+// batches of equal size up to maxBatch, each with its own torsion test
+// (about torsionTests scalar multiplications), reusing the memory of the
+// decoded points. A variable so that tests can lower it.
+var maxBatch = 4096
+
+// verifyInBatches verifies checks[lo:hi] in batches of at most maxBatch.
+func verifyInBatches(m messages, lo, hi int, out []bool) {
+	batches := (hi - lo + maxBatch - 1) / maxBatch
+	size := (hi - lo + batches - 1) / batches
+	cands, ys := make([]candidate, 0, size), make([]curve.EdwardsPoint, 0, size)
+	for b := range batches {
+		from, to := lo+b*(hi-lo)/batches, lo+(b+1)*(hi-lo)/batches
+		cands, ys = decodeInto(m, from, to, out, cands[:0], ys[:0])
+		if !torsionFreeAll([][]curve.EdwardsPoint{ys}, 1) {
+			kept := cands[:0]
+			for j, d := range cands {
+				if ys[j].IsTorsionFree() {
+					kept = append(kept, d)
+				} else {
+					out[d.i] = m.verifyOne(d.i)
+				}
+			}
+			cands = kept
+		}
+		settle(m, cands, out)
+	}
 }
 
 // messages gives the checks' messages: held, or written by fn.
@@ -150,8 +184,11 @@ type candidate struct {
 // witness Y = [k mod 8]A + R of each, and sets out[i] for the others,
 // verified on their own.
 func decode(m messages, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
-	cands := make([]candidate, 0, hi-lo)
-	ys := make([]curve.EdwardsPoint, 0, hi-lo)
+	return decodeInto(m, lo, hi, out, make([]candidate, 0, hi-lo), make([]curve.EdwardsPoint, 0, hi-lo))
+}
+
+// decodeInto is decode appending to cands and ys.
+func decodeInto(m messages, lo, hi int, out []bool, cands []candidate, ys []curve.EdwardsPoint) ([]candidate, []curve.EdwardsPoint) {
 	var scratch []byte // the written messages, one at a time
 	for i := lo; i < hi; i++ {
 		c := m.checks[i]

@@ -399,3 +399,28 @@ func TestVerifyAppendedMatchesVerify(t *testing.T) {
 		}
 	}
 }
+
+// A goroutine given more than maxBatch signatures verifies them in
+// batches, each with its own torsion test: the hostile signatures, all
+// together and each alone among honest ones (where only the torsion test
+// tells a signature the cofactored equation passes), get crypto/ed25519's
+// answers.
+func TestVerifyInBatchesMatchesSingle(t *testing.T) {
+	saved := maxBatch
+	maxBatch = 100
+	defer func() { maxBatch = saved }()
+	checks := hostileChecks(t, 40)
+	pool := honestPool(MinBatch)
+	sets := [][]Check{append(append(append([]Check{}, pool[:150]...), checks...), pool[150:]...)}
+	for i := 1; i < len(checks); i += 2 {
+		sets = append(sets, append(append(append([]Check{}, pool[:150]...), checks[i]), pool[150:]...))
+	}
+	for _, set := range sets {
+		got, want := Verify(set), single(set)
+		for i := range set {
+			if got[i] != want[i] {
+				t.Fatalf("check %d of %d: batches %v, crypto/ed25519 %v", i, len(set), got[i], want[i])
+			}
+		}
+	}
+}
