@@ -262,32 +262,36 @@ func smallOrderWitness(c *candidate, y *curve.EdwardsPoint) {
 //	[8]([−Σ z_j S_j]B + Σ [z_j]R_j + Σ [z_j k_j]A_j) = 0,
 //
 // the sum of z_j times −([S_j]B − [k_j]A_j − R_j), which is zero for
-// signatures crypto/ed25519 accepts.
+// signatures crypto/ed25519 accepts. The coefficients of R_j and A_j
+// replace S_j and k_j in the candidates (which are not read again: a
+// batch that fails is verified from its checks).
 func batchEquation(cands []candidate) bool {
 	n := len(cands)
-	zs := make([]byte, 16*n)
-	if _, err := rand.Read(zs); err != nil {
-		return false
-	}
-	coeffs := make([]scalar.Scalar, 1+2*n)
 	scalars := make([]*scalar.Scalar, 1+2*n)
 	terms := make([]*curve.EdwardsPoint, 1+2*n)
-	scalars[0], terms[0] = &coeffs[0], curve.ED25519_BASEPOINT_POINT
-	var z, zs32 scalar.Scalar
+	var sumS scalar.Scalar
+	scalars[0], terms[0] = &sumS, curve.ED25519_BASEPOINT_POINT
+	var z, zs scalar.Scalar
 	var wide [32]byte
+	var draws [16 * 64]byte // random z_j, 64 at a time
 	for j := range cands {
+		if j%64 == 0 {
+			if _, err := rand.Read(draws[:]); err != nil {
+				return false
+			}
+		}
 		c := &cands[j]
-		copy(wide[:16], zs[16*j:16*j+16])
+		copy(wide[:16], draws[16*(j%64):16*(j%64)+16])
 		if _, err := z.SetBytesModOrder(wide[:]); err != nil {
 			return false
 		}
-		coeffs[0].Add(&coeffs[0], zs32.Mul(&z, &c.s)) // Σ z_j S_j
-		coeffs[1+j].Set(&z)                           // z_j for R_j
-		coeffs[1+n+j].Mul(&z, &c.k)                   // z_j k_j for A_j
-		scalars[1+j], terms[1+j] = &coeffs[1+j], &c.r
-		scalars[1+n+j], terms[1+n+j] = &coeffs[1+n+j], &c.a
+		sumS.Add(&sumS, zs.Mul(&z, &c.s)) // Σ z_j S_j
+		c.s.Set(&z)                       // z_j for R_j
+		c.k.Mul(&z, &c.k)                 // z_j k_j for A_j
+		scalars[1+j], terms[1+j] = &c.s, &c.r
+		scalars[1+n+j], terms[1+n+j] = &c.k, &c.a
 	}
-	coeffs[0].Neg(&coeffs[0])
+	sumS.Neg(&sumS)
 	var sum curve.EdwardsPoint
 	sum.MultiscalarMulVartime(scalars, terms)
 	return sum.IsSmallOrder()

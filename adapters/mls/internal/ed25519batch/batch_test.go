@@ -348,11 +348,11 @@ func TestBatchEquationDecides(t *testing.T) {
 			t.Fatalf("check %d: [k mod 8]A + R has a small-order part", i)
 		}
 	}
+	bad := append([]candidate(nil), cands...) // batchEquation overwrites S and k
+	bad[7].s = cands[8].s
 	if !batchEquation(cands) {
 		t.Fatal("batch equation fails on valid signatures")
 	}
-	bad := append([]candidate(nil), cands...)
-	bad[7].s = cands[8].s
 	if batchEquation(bad) {
 		t.Fatal("batch equation holds with a wrong S")
 	}
