@@ -176,7 +176,24 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-func u16s[T ~uint16](in []T) []uint16 {
+func u16s[T ~uint16](in []T) []uint16 { return u16sLike(in, nil) }
+
+// u16sLike is u16s returning like when it holds the same values: the
+// members of a group mostly advertise the same capabilities, which their
+// descriptions then share.
+func u16sLike[T ~uint16](in []T, like []uint16) []uint16 {
+	if like != nil && len(like) == len(in) {
+		same := true
+		for i, v := range in {
+			if uint16(v) != like[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return like
+		}
+	}
 	out := make([]uint16, len(in))
 	for i, v := range in {
 		out[i] = uint16(v)
@@ -195,13 +212,21 @@ func toMember(l uint32, leaf *message.LeafNode) ports.Member {
 }
 
 // describe describes a leaf for the port, without its index.
-func describe(leaf *message.LeafNode) ports.Member {
+func describe(leaf *message.LeafNode) ports.Member { return describeLike(leaf, nil) }
+
+// describeLike is describe sharing the capability lists of like (another
+// member's description, or nil) where they hold the same values.
+func describeLike(leaf *message.LeafNode, like *ports.Capabilities) ports.Member {
+	if like == nil {
+		like = &ports.Capabilities{}
+	}
 	var m ports.Member
 	c := &leaf.Capabilities
 	m.SignatureKey, m.InboxID, m.EncryptionKey = leaf.SignatureKey, inboxID(&leaf.Credential), leaf.EncryptionKey
 	m.CredentialType, m.Credential = uint16(leaf.Credential.Type), leaf.Credential.Identity
-	m.Capabilities = ports.Capabilities{Versions: u16s(c.Versions), CipherSuites: u16s(c.CipherSuites),
-		Extensions: u16s(c.Extensions), Proposals: u16s(c.Proposals), Credentials: u16s(c.Credentials)}
+	m.Capabilities = ports.Capabilities{Versions: u16sLike(c.Versions, like.Versions), CipherSuites: u16sLike(c.CipherSuites, like.CipherSuites),
+		Extensions: u16sLike(c.Extensions, like.Extensions), Proposals: u16sLike(c.Proposals, like.Proposals),
+		Credentials: u16sLike(c.Credentials, like.Credentials)}
 	m.Extensions = fromExtensions(leaf.Extensions)
 	return m
 }
@@ -209,51 +234,95 @@ func describe(leaf *message.LeafNode) ports.Member {
 // leafMemo remembers how leaves were described: a group's leaves outlive
 // its epochs (a tree replaces a leaf, never modifies one), so describing
 // a large group's members again after a commit costs a lookup per leaf,
-// not a credential decoding. It holds at most maxMemoLeaves leaves, or
-// twice the leaves of the largest group described (its tree before and
-// after a commit), and forgets them all when full: a group larger than
-// the fixed bound would otherwise be described anew at every view.
+// not a credential decoding. Each leaf points at its description in the
+// member list that described it last; a view of exactly the leaves of
+// that list (the staged and the installed view of a Welcome, a group
+// viewed again unchanged) returns that list itself, which views share
+// and nobody changes (COMP-570). It holds at most maxMemoLeaves leaves,
+// or twice the leaves of the largest group described (its tree before
+// and after a commit), and forgets them all when full: a group larger
+// than the fixed bound would otherwise be described anew at every view.
 type leafMemo struct {
 	mu sync.Mutex
-	m  map[*message.LeafNode]ports.Member
+	m  map[*message.LeafNode]memberRef
 }
+
+// memberRef is a leaf's description: entry i of a member list.
+type memberRef struct {
+	list *memberList
+	i    int
+}
+
+// memberList is a member list a view returned; it never changes.
+type memberList struct{ members []ports.Member }
 
 const maxMemoLeaves = 1 << 13
 
-var memberMemo = &leafMemo{m: map[*message.LeafNode]ports.Member{}}
+var memberMemo = &leafMemo{m: map[*message.LeafNode]memberRef{}}
 
-// membersOf describes the non-blank leaves ls, as leaf reads them.
+// membersOf describes the non-blank leaves ls, as leaf reads them. The
+// list may be one an earlier view returned: callers read it, never change
+// it (COMP-570).
 func membersOf(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.LeafNode) []ports.Member {
-	out := make([]ports.Member, len(ls))
-	var missing []int
 	c := memberMemo
 	c.mu.Lock()
+	if same := c.described(ls, leaf); same != nil {
+		c.mu.Unlock()
+		return same
+	}
+	out := make([]ports.Member, len(ls))
+	var missing []int
 	for i, l := range ls {
-		m, ok := c.m[leaf(l)]
+		r, ok := c.m[leaf(l)]
 		if !ok {
 			missing = append(missing, i)
+			continue
 		}
+		m := r.list.members[r.i]
 		m.LeafIndex = uint32(l)
 		out[i] = m
 	}
 	c.mu.Unlock()
-	if len(missing) == 0 {
-		return out
-	}
+	var like *ports.Capabilities
 	for _, i := range missing {
-		out[i] = toMember(uint32(ls[i]), leaf(ls[i]))
+		lf := leaf(ls[i])
+		if lf == nil {
+			out[i] = ports.Member{LeafIndex: uint32(ls[i])}
+			continue
+		}
+		out[i] = describeLike(lf, like)
+		out[i].LeafIndex = uint32(ls[i])
+		like = &out[i].Capabilities
 	}
+	list := &memberList{members: out}
 	c.mu.Lock()
 	if len(c.m)+len(missing) > max(maxMemoLeaves, 2*len(ls)) {
 		clear(c.m)
 	}
-	for _, i := range missing {
-		if lf := leaf(ls[i]); lf != nil {
-			c.m[lf] = out[i]
+	for i, l := range ls { // every leaf now points into out
+		if lf := leaf(l); lf != nil {
+			c.m[lf] = memberRef{list: list, i: i}
 		}
 	}
 	c.mu.Unlock()
 	return out
+}
+
+// described returns the member list that describes exactly the leaves ls
+// at their indices, or nil. c.mu is held.
+func (c *leafMemo) described(ls []treemath.LeafIndex, leaf func(treemath.LeafIndex) *message.LeafNode) []ports.Member {
+	var list *memberList
+	for i, l := range ls {
+		r, ok := c.m[leaf(l)]
+		if !ok || r.i != i || (list != nil && r.list != list) || r.list.members[i].LeafIndex != uint32(l) {
+			return nil
+		}
+		list = r.list
+	}
+	if list == nil || len(list.members) != len(ls) {
+		return nil
+	}
+	return list.members
 }
 
 // view describes a group for the port; removal is the record of an

@@ -210,7 +210,10 @@ func (e *Engine) unsupported(m *framing.MLSMessage, kp *message.KeyPackage) erro
 // private keys without installing it. A Welcome whose GroupSecrets name
 // PSKs is reported with HasPSKs and not staged (JOIN-027).
 func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp ports.KeyPackageRecord) (ports.StagedWelcome, error) {
-	m, err := framing.Decode(msg)
+	// The Welcome is read within this call and none of it is kept (the
+	// group's state comes from the GroupInfo's own plaintext): a view of
+	// msg saves a copy of the encrypted GroupInfo, the size of the tree.
+	m, err := framing.DecodeView(msg)
 	if err != nil || m.Welcome == nil {
 		return ports.StagedWelcome{}, fmt.Errorf("%w: not a Welcome", ports.ErrInvalid)
 	}

@@ -95,6 +95,9 @@ func (s *Suite) EncryptWithLabel(pub []byte, label string, context, plaintext []
 // DecryptWithLabel opens an EncryptWithLabel ciphertext; failures wrap
 // ErrDecrypt or ErrInvalidKey.
 func (s *Suite) DecryptWithLabel(priv []byte, label string, context, kemOutput, ciphertext []byte) ([]byte, error) {
+	if pt, ok, err := s.openLabeled(priv, label, context, kemOutput, ciphertext); ok {
+		return pt, err
+	}
 	info, err := labeled(label, context)
 	if err != nil {
 		return nil, err

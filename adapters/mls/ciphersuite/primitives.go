@@ -66,11 +66,18 @@ func (s *Suite) Seal(key, nonce, aad, plaintext []byte) ([]byte, error) {
 // Open decrypts and authenticates ciphertext with the suite AEAD; a failure
 // wraps ErrDecrypt.
 func (s *Suite) Open(key, nonce, aad, ciphertext []byte) ([]byte, error) {
+	return s.OpenAppend(nil, key, nonce, aad, ciphertext)
+}
+
+// OpenAppend is Open appending the plaintext to dst: it returns dst
+// extended by the plaintext. ciphertext and dst's free capacity must not
+// overlap.
+func (s *Suite) OpenAppend(dst, key, nonce, aad, ciphertext []byte) ([]byte, error) {
 	a, err := s.aead(key, nonce)
 	if err != nil {
 		return nil, err
 	}
-	pt, err := a.Open(nil, nonce, ciphertext, aad)
+	pt, err := a.Open(dst, nonce, ciphertext, aad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: aead open", ErrDecrypt)
 	}

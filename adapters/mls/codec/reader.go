@@ -17,11 +17,20 @@ type Unmarshaler interface {
 type Reader struct {
 	data []byte
 	err  error
+	view bool // Opaque and Raw return views of data, not copies
 }
 
 // NewReader returns a Reader over b. The Reader does not modify b; slices
 // it returns are copies.
 func NewReader(b []byte) *Reader { return &Reader{data: b} }
+
+// NewViewReader returns a Reader over b whose Opaque and Raw return views
+// of b instead of copies: slices of b whose capacity ends with them, so
+// that appending to one never writes into b. It is for a caller that owns
+// b and never changes it while anything decoded from it is in use (a
+// decrypted plaintext decoded once): a large structure then costs no copy
+// of its every field.
+func NewViewReader(b []byte) *Reader { return &Reader{data: b, view: true} }
 
 // Err returns the first decoding error, if any.
 func (r *Reader) Err() error { return r.err }
@@ -118,11 +127,12 @@ func (r *Reader) Bool() bool {
 	return v == 1
 }
 
-// Raw reads a fixed-size array of n bytes and returns a copy.
+// Raw reads a fixed-size array of n bytes and returns a copy (a view for
+// a [NewViewReader]).
 func (r *Reader) Raw(n int) []byte {
 	b := r.take(n)
-	if b == nil {
-		return nil
+	if b == nil || r.view {
+		return b
 	}
 	return append([]byte(nil), b...)
 }
@@ -152,6 +162,12 @@ func (r *Reader) Opaque() []byte {
 	if !ok {
 		return nil
 	}
+	if r.view {
+		if b := r.take(n); b != nil {
+			return b
+		}
+		return []byte{}
+	}
 	return append([]byte{}, r.take(n)...)
 }
 
@@ -168,15 +184,26 @@ func (r *Reader) OpaqueView() []byte {
 
 // Vector reads a variable-size vector and calls fn with a Reader over its
 // content. fn must consume the whole content; leftover bytes are
-// ErrTrailingData. Errors inside fn become r's error.
+// ErrTrailingData. Errors inside fn become r's error. The Reader fn gets
+// is r itself, limited to the vector's content until fn returns (a
+// decoder reads thousands of vectors: none allocates a Reader); fn must
+// not keep it.
 func (r *Reader) Vector(fn func(sub *Reader)) {
 	n, ok := r.length()
 	if !ok {
 		return
 	}
-	sub := &Reader{data: r.take(n)}
-	fn(sub)
-	r.Fail(sub.Finish())
+	rest := r.data[n:]
+	r.data = r.data[:n:n]
+	fn(r)
+	if r.err != nil {
+		return
+	}
+	if len(r.data) != 0 {
+		r.Fail(fmt.Errorf("%w: %d bytes after the value", ErrTrailingData, len(r.data)))
+		return
+	}
+	r.data = rest
 }
 
 // VectorEach reads a variable-size vector of items, calling item once per
@@ -205,6 +232,14 @@ func (r *Reader) Value(u Unmarshaler) {
 // decoder, or trailing bytes, is returned.
 func Unmarshal(b []byte, u Unmarshaler) error {
 	r := NewReader(b)
+	u.UnmarshalMLS(r)
+	return r.Finish()
+}
+
+// UnmarshalView is Unmarshal with a [NewViewReader]: the byte slices of u
+// alias b, which must not change while u is in use.
+func UnmarshalView(b []byte, u Unmarshaler) error {
+	r := NewViewReader(b)
 	u.UnmarshalMLS(r)
 	return r.Finish()
 }

@@ -27,6 +27,10 @@ func NewWriter(size int) *Writer {
 	return &Writer{buf: make([]byte, 0, size)}
 }
 
+// NewWriterOn returns a Writer that appends to dst: Bytes returns dst
+// extended by what was written.
+func NewWriterOn(dst []byte) *Writer { return &Writer{buf: dst} }
+
 // Bytes returns the encoded bytes, or the first error met while encoding.
 func (w *Writer) Bytes() ([]byte, error) {
 	if w.err != nil {
@@ -95,7 +99,8 @@ func (w *Writer) Vector(fn func(w *Writer)) {
 	hs := lengthSize(n)
 	w.buf = append(w.buf, make([]byte, hs)...)
 	copy(w.buf[start+hs:], w.buf[start:start+n])
-	hdr, _ := AppendLength(nil, n)
+	var room [4]byte
+	hdr, _ := AppendLength(room[:0], n)
 	copy(w.buf[start:], hdr)
 }
 

@@ -77,3 +77,14 @@ func Decode(b []byte) (*MLSMessage, error) {
 	}
 	return &m, nil
 }
+
+// DecodeView is Decode for a message read and dropped within a call: its
+// byte slices are views of b (codec.NewViewReader), so b must not change
+// while the message is in use, and nothing kept may hold them.
+func DecodeView(b []byte) (*MLSMessage, error) {
+	var m MLSMessage
+	if err := codec.UnmarshalView(b, &m); err != nil {
+		return nil, fmt.Errorf("decode mls message: %w", err)
+	}
+	return &m, nil
+}

@@ -62,10 +62,11 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
-	gi, err := welcome.OpenGroupInfo(s, w, gs.JoinerSecret, pskSecret)
+	opened, err := welcome.Open(s, w, gs.JoinerSecret, pskSecret)
 	if err != nil {
 		return nil, err
 	}
+	gi := opened.GroupInfo
 	tree, err := joinTree(s, gi, opts.Tree, opts.Validate)
 	if err != nil {
 		return nil, err
@@ -74,7 +75,7 @@ func Join(s *ciphersuite.Suite, w *message.Welcome, opts *JoinOptions) (*Group, 
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := welcome.VerifyGroupInfo(s, gi, signer.SignatureKey, gs.JoinerSecret, pskSecret)
+	epoch, err := welcome.VerifyOpened(s, opened, signer.SignatureKey, gs.JoinerSecret, pskSecret)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,9 @@ func joinTree(s *ciphersuite.Suite, gi *message.GroupInfo, supplied message.Ratc
 	rt := supplied
 	if data, ok := gi.Extensions.Find(message.ExtRatchetTree); ok {
 		rt = nil
-		if err := codec.Unmarshal(data, &rt); err != nil {
+		// The tree's byte slices alias the GroupInfo's, which nothing
+		// changes: one copy of the tree, the decrypted one.
+		if err := codec.UnmarshalView(data, &rt); err != nil {
 			return nil, invalidAs(ErrTree, "ratchet_tree extension: %v", err)
 		}
 	}

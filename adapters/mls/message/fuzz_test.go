@@ -47,7 +47,8 @@ func seeds(field string, skip int) [][]byte {
 }
 
 // fuzzRoundTrip checks that decoding never panics and that whatever decodes
-// re-encodes to the same bytes (strict decoding leaves no freedom).
+// re-encodes to the same bytes (strict decoding leaves no freedom), with a
+// copying Reader and a view Reader alike.
 func fuzzRoundTrip[T any, P interface {
 	*T
 	codec.Marshaler
@@ -58,8 +59,13 @@ func fuzzRoundTrip[T any, P interface {
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		v := P(new(T))
-		if err := codec.Unmarshal(in, v); err != nil {
+		v, view := P(new(T)), P(new(T))
+		err := codec.Unmarshal(in, v)
+		// A view decoding accepts exactly the same inputs.
+		if verr := codec.UnmarshalView(in, view); (err == nil) != (verr == nil) {
+			t.Fatalf("copying decoder: %v; view decoder: %v", err, verr)
+		}
+		if err != nil {
 			return
 		}
 		out, err := codec.Marshal(v)
@@ -68,6 +74,9 @@ func fuzzRoundTrip[T any, P interface {
 		}
 		if !bytes.Equal(out, in) {
 			t.Fatalf("re-encoding differs:\n in %x\nout %x", in, out)
+		}
+		if vout, err := codec.Marshal(view); err != nil || !bytes.Equal(vout, in) {
+			t.Fatalf("view decoding re-encodes differently: %v", err)
 		}
 	})
 }

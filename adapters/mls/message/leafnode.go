@@ -135,27 +135,30 @@ func (n *LeafNode) Sign(s *ciphersuite.Suite, priv, groupID []byte, leaf uint32)
 // Verify checks n.Signature under n.SignatureKey; failure wraps
 // ciphersuite.ErrBadSignature.
 func (n *LeafNode) Verify(s *ciphersuite.Suite, groupID []byte, leaf uint32) error {
-	c, err := n.SignatureCheck(groupID, leaf)
+	signed, err := ciphersuite.Labeled(leafNodeSignLabel, n.tbsSize(groupID), func(w *codec.Writer) { n.marshalTBS(w, groupID, leaf) })
 	if err != nil {
 		return err
 	}
-	if err := s.Verify(c.PublicKey, c.Signed, c.Signature); err != nil {
+	if err := s.Verify(n.SignatureKey, signed, n.Signature); err != nil {
 		return fmt.Errorf("verify leaf node: %w", err)
 	}
 	return nil
 }
 
-// SignatureCheck returns the check [LeafNode.Verify] makes, for
-// [ciphersuite.Suite.VerifyAllWithLabel]: n.Signature under
-// n.SignatureKey over the LeafNodeTBS of leaf in the group.
-func (n *LeafNode) SignatureCheck(groupID []byte, leaf uint32) (ciphersuite.SignatureCheck, error) {
-	size := 256 + len(n.Credential.Identity) + len(groupID) // LeafNodeTBS encoded labeled in place
+// tbsSize is a hint of the LeafNodeTBS's size.
+func (n *LeafNode) tbsSize(groupID []byte) int {
+	size := 256 + len(n.Credential.Identity) + len(groupID)
 	for _, e := range n.Extensions {
 		size += len(e.Data) + 8
 	}
-	signed, err := ciphersuite.Labeled(leafNodeSignLabel, size, func(w *codec.Writer) { n.marshalTBS(w, groupID, leaf) })
-	if err != nil {
-		return ciphersuite.SignatureCheck{}, err
-	}
-	return ciphersuite.SignatureCheck{PublicKey: n.SignatureKey, Label: leafNodeSignLabel, Signed: signed, Signature: n.Signature}, nil
+	return size
+}
+
+// SignatureCheck returns the check [LeafNode.Verify] makes, for
+// [ciphersuite.Suite.VerifyAllWithLabel]: n.Signature under
+// n.SignatureKey over the LeafNodeTBS of leaf in the group, written when
+// verified (a tree's thousands of TBS are never held at once).
+func (n *LeafNode) SignatureCheck(groupID []byte, leaf uint32) (ciphersuite.SignatureCheck, error) {
+	return ciphersuite.SignatureCheck{PublicKey: n.SignatureKey, Label: leafNodeSignLabel, Signature: n.Signature,
+		Write: func(w *codec.Writer) { n.marshalTBS(w, groupID, leaf) }}, nil
 }

@@ -81,6 +81,54 @@ func (g *GroupInfo) Verify(s *ciphersuite.Suite, signerKey []byte) error {
 	return nil
 }
 
+// GroupInfoHeadroom is the room [GroupInfoSignContent] needs before an
+// encoded GroupInfo: the SignContent header (its label and the TBS's
+// length).
+const GroupInfoHeadroom = 1 + len(ciphersuite.LabelPrefix+groupInfoSignLabel) + 4
+
+// GroupInfoSignContent returns the SignContent a GroupInfo's signature
+// covers (§5.1.2, "GroupInfoTBS") without encoding the GroupInfo again:
+// buf[off:] is the encoding g was decoded from, exactly (no trailing
+// bytes), and buf[off-GroupInfoHeadroom:off] is free room, into which the
+// header is written. The GroupInfoTBS is the encoding up to the
+// signature, as the decoder accepts only encodings it writes back the
+// same (minimal lengths, presence bytes 0 or 1). The result is a slice
+// of buf, valid while buf is.
+func GroupInfoSignContent(buf []byte, off int, g *GroupInfo) ([]byte, error) {
+	if off < GroupInfoHeadroom || off > len(buf) {
+		return nil, fmt.Errorf("group info sign content: %d bytes of headroom, need %d", off, GroupInfoHeadroom)
+	}
+	sig, err := codec.AppendLength(nil, len(g.Signature))
+	if err != nil {
+		return nil, err
+	}
+	tbs := len(buf) - off - len(sig) - len(g.Signature)
+	if tbs < 0 {
+		return nil, fmt.Errorf("group info sign content: %d bytes hold no signature of %d", len(buf)-off, len(g.Signature))
+	}
+	head := codec.NewWriter(GroupInfoHeadroom)
+	head.Opaque([]byte(ciphersuite.LabelPrefix + groupInfoSignLabel))
+	hb, err := head.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	if hb, err = codec.AppendLength(hb, tbs); err != nil {
+		return nil, err
+	}
+	start := off - len(hb)
+	copy(buf[start:off], hb)
+	return buf[start : off+tbs], nil
+}
+
+// VerifySignContent checks g.Signature over signed, the SignContent of g
+// as [GroupInfoSignContent] returns it.
+func (g *GroupInfo) VerifySignContent(s *ciphersuite.Suite, signerKey, signed []byte) error {
+	if err := s.Verify(signerKey, signed, g.Signature); err != nil {
+		return fmt.Errorf("verify group info: %w", err)
+	}
+	return nil
+}
+
 // PathSecret is the path secret given to a joiner (§12.4.3.1).
 type PathSecret struct{ Secret []byte }
 

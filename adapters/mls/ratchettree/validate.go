@@ -94,27 +94,50 @@ func (t *Tree) validateLeaves(opts *ValidateOptions) error {
 }
 
 // validateKeys checks that signature keys are unique among leaves and
-// encryption keys among all nodes (§7.3, §12.4.3.3).
+// encryption keys among all nodes (§7.3, §12.4.3.3). It reports the
+// duplicate a walk in node order meets first: the node with the lowest
+// index whose key an earlier node holds (its encryption key before its
+// signature key), with that earlier node. The keys are sorted by index
+// rather than copied into maps: a tree of thousands of leaves would
+// otherwise copy every key once more.
 func (t *Tree) validateKeys() error {
-	sig := map[string]treemath.LeafIndex{}
-	enc := map[string]int{}
+	var enc, sig []int32 // node indices
 	for i, n := range t.nodes {
 		if n == nil {
 			continue
 		}
-		key := t.EncryptionKey(treemath.NodeIndex(i))
-		if j, dup := enc[string(key)]; dup {
-			return fmt.Errorf("%w: nodes %d and %d share an encryption key", ErrInvalid, j, i)
-		}
-		enc[string(key)] = i
+		enc = append(enc, int32(i))
 		if n.Leaf != nil {
-			if j, dup := sig[string(n.Leaf.SignatureKey)]; dup {
-				return fmt.Errorf("%w: leaves %d and %d share a signature key", ErrInvalid, j, i/2)
-			}
-			sig[string(n.Leaf.SignatureKey)] = treemath.LeafIndex(i / 2)
+			sig = append(sig, int32(i))
 		}
 	}
+	ej, ei := firstDuplicate(enc, func(i int32) []byte { return t.EncryptionKey(treemath.NodeIndex(i)) })
+	sj, si := firstDuplicate(sig, func(i int32) []byte { return t.nodes[i].Leaf.SignatureKey })
+	switch {
+	case ei >= 0 && (si < 0 || ei <= si):
+		return fmt.Errorf("%w: nodes %d and %d share an encryption key", ErrInvalid, ej, ei)
+	case si >= 0:
+		return fmt.Errorf("%w: leaves %d and %d share a signature key", ErrInvalid, sj/2, si/2)
+	}
 	return nil
+}
+
+// firstDuplicate returns, among the node indices xs (in increasing
+// order), the lowest index i whose key an earlier index j also has, and
+// the first such j; i is -1 when the keys are unique.
+func firstDuplicate(xs []int32, key func(int32) []byte) (j, i int32) {
+	slices.SortStableFunc(xs, func(a, b int32) int { return bytes.Compare(key(a), key(b)) })
+	j, i = -1, -1
+	for k := 1; k < len(xs); k++ {
+		// In a run of equal keys, the first holds the lowest index and
+		// the second the lowest index with an earlier holder.
+		if bytes.Equal(key(xs[k-1]), key(xs[k])) && (k < 2 || !bytes.Equal(key(xs[k-2]), key(xs[k]))) {
+			if i < 0 || xs[k] < i {
+				j, i = xs[k-1], xs[k]
+			}
+		}
+	}
+	return j, i
 }
 
 // validateUnmerged checks every unmerged_leaves list (§7.1, §12.4.3.3):

@@ -118,8 +118,30 @@ func OpenSecrets(s *ciphersuite.Suite, w *message.Welcome, kp *message.KeyPackag
 }
 
 // OpenGroupInfo decrypts the GroupInfo of w with the welcome secret derived
-// from joinerSecret and pskSecret (nil for no PSKs).
+// from joinerSecret and pskSecret (nil for no PSKs). The GroupInfo's byte
+// slices are views of its own plaintext, which nothing else holds.
 func OpenGroupInfo(s *ciphersuite.Suite, w *message.Welcome, joinerSecret, pskSecret []byte) (*message.GroupInfo, error) {
+	o, err := Open(s, w, joinerSecret, pskSecret)
+	if err != nil {
+		return nil, err
+	}
+	return o.GroupInfo, nil
+}
+
+// Opened is a decrypted GroupInfo with the SignContent its signature
+// covers, a slice of the same plaintext.
+type Opened struct {
+	GroupInfo *message.GroupInfo
+	signed    []byte
+}
+
+// Open is OpenGroupInfo keeping the GroupInfo's SignContent: the
+// plaintext is decrypted after room for the SignContent's header, so that
+// verifying the signature ([VerifyOpened]) needs no second encoding of the
+// GroupInfo and its tree. The GroupInfo's byte slices are views of that
+// plaintext (one copy of the group's tree, not one per field), which
+// nothing changes afterwards.
+func Open(s *ciphersuite.Suite, w *message.Welcome, joinerSecret, pskSecret []byte) (*Opened, error) {
 	if w == nil {
 		return nil, fmt.Errorf("%w: no welcome", ErrDecrypt)
 	}
@@ -140,15 +162,30 @@ func OpenGroupInfo(s *ciphersuite.Suite, w *message.Welcome, joinerSecret, pskSe
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDecrypt, err)
 	}
-	pt, err := s.Open(key, nonce, nil, w.EncryptedGroupInfo)
+	const room = message.GroupInfoHeadroom
+	buf := make([]byte, room, room+len(w.EncryptedGroupInfo))
+	buf, err = s.OpenAppend(buf, key, nonce, nil, w.EncryptedGroupInfo)
 	if err != nil {
 		return nil, fmt.Errorf("%w: group info: %v", ErrDecrypt, err)
 	}
 	var gi message.GroupInfo
-	if err := codec.Unmarshal(pt, &gi); err != nil {
+	if err := codec.UnmarshalView(buf[room:], &gi); err != nil {
 		return nil, fmt.Errorf("%w: group info: %w", ErrDecrypt, err)
 	}
-	return &gi, nil
+	signed, err := message.GroupInfoSignContent(buf, room, &gi)
+	if err != nil {
+		return nil, fmt.Errorf("%w: group info: %w", ErrDecrypt, err)
+	}
+	return &Opened{GroupInfo: &gi, signed: signed}, nil
+}
+
+// VerifyOpened is VerifyGroupInfo for an opened GroupInfo, whose signature
+// it checks over the SignContent as received.
+func VerifyOpened(s *ciphersuite.Suite, o *Opened, signerKey, joinerSecret, pskSecret []byte) (*keyschedule.Epoch, error) {
+	if o == nil || o.GroupInfo == nil {
+		return nil, fmt.Errorf("%w: no group info", ErrInvalid)
+	}
+	return verify(s, o.GroupInfo, o.signed, signerKey, joinerSecret, pskSecret)
 }
 
 // VerifyGroupInfo checks gi's signature under the signer's key and, after
@@ -158,10 +195,22 @@ func VerifyGroupInfo(s *ciphersuite.Suite, gi *message.GroupInfo, signerKey, joi
 	if gi == nil {
 		return nil, fmt.Errorf("%w: no group info", ErrInvalid)
 	}
+	return verify(s, gi, nil, signerKey, joinerSecret, pskSecret)
+}
+
+// verify is VerifyGroupInfo, over signed when it is set (the SignContent
+// of gi as received), else over gi encoded again.
+func verify(s *ciphersuite.Suite, gi *message.GroupInfo, signed, signerKey, joinerSecret, pskSecret []byte) (*keyschedule.Epoch, error) {
 	if gi.GroupContext.CipherSuite != s.ID() {
 		return nil, fmt.Errorf("%w: group suite %#04x", ErrInvalid, uint16(gi.GroupContext.CipherSuite))
 	}
-	if err := gi.Verify(s, signerKey); err != nil {
+	var err error
+	if signed != nil {
+		err = gi.VerifySignContent(s, signerKey, signed)
+	} else {
+		err = gi.Verify(s, signerKey)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	gc, err := codec.Marshal(&gi.GroupContext)
