@@ -58,7 +58,10 @@ type Removal struct {
 }
 
 // GroupView is the public state of a group as one installation holds it.
-// Fork detection and join checks read it; it holds no secrets.
+// Fork detection and join checks read it; it holds no secrets. A view's
+// slices (Members and the bytes of each member, Extensions) may be shared
+// with the engine's state and with other views: callers read them and
+// copy what they change (COMP-570).
 type GroupView struct {
 	GroupID []byte
 	Epoch   uint64
