@@ -1,36 +1,29 @@
 package identity
 
 import (
-	"crypto/ed25519"
 	"runtime"
 	"sync"
 
 	"github.com/regroup-mls/regroup/internal/ed25519batch"
-	"github.com/regroup-mls/regroup/internal/edkey"
 	"github.com/regroup-mls/regroup/proto/identitypb"
 )
 
 // verifyUpdates returns [VerifyUpdate]'s answer for each update, verifying
 // the signatures of all of them in one Ed25519ctx batch (COMP-580). The
 // batch accepts exactly the signatures crypto/ed25519 accepts; an update
-// with a signature it refuses, or with a key [edkey] refuses, is verified
-// again on its own with VerifyUpdate, so its error names the failed
-// check exactly as VerifyUpdate alone does.
+// with a signature it refuses (a key [edkey] refuses included) is
+// verified again on its own with VerifyUpdate, so its error names the
+// failed check exactly as VerifyUpdate alone does.
 func verifyUpdates(us []*identitypb.IdentityUpdate) []error {
 	errs := make([]error, len(us))
 	sigs := make([][]signature, len(us))
-	usable := make([]bool, len(us)) // every key usable and every signature 64 bytes
-	// The checks before the signatures (hashes, encodings, the keys'
-	// decoding) are spread over the cores like the batch itself.
+	usable := make([]bool, len(us)) // every signature verifies
+	// The checks before the signatures (hashes, encodings) are spread
+	// over the cores like the batch itself.
 	parts(len(us), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			sigs[i], errs[i] = updateSignatures(us[i])
 			usable[i] = errs[i] == nil
-			for _, s := range sigs[i] {
-				if len(s.sig) != ed25519.SignatureSize || !edkey.Usable(s.key) { // COMP-320, as verify
-					usable[i] = false
-				}
-			}
 		}
 	})
 	var checks []ed25519batch.Check
@@ -40,7 +33,10 @@ func verifyUpdates(us []*identitypb.IdentityUpdate) []error {
 			continue
 		}
 		for _, s := range sigs[i] {
-			checks = append(checks, ed25519batch.Check{PublicKey: s.key, Message: s.msg, Signature: s.sig, Context: UpdateContext})
+			// RefuseWeakKey: the keys edkey refuses prove nothing (COMP-320),
+			// as in verify.
+			checks = append(checks, ed25519batch.Check{PublicKey: s.key, Message: s.msg, Signature: s.sig,
+				Context: UpdateContext, RefuseWeakKey: true})
 			owner = append(owner, i)
 		}
 	}

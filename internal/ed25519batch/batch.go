@@ -57,6 +57,8 @@ import (
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
+
+	"github.com/regroup-mls/regroup/internal/edkey"
 )
 
 // Check is one Ed25519 signature to verify.
@@ -67,6 +69,13 @@ type Check struct {
 	// Context, when not empty, makes the check Ed25519ctx with this
 	// context string (at most [MaxContext] bytes); empty is pure Ed25519.
 	Context string
+	// RefuseWeakKey also refuses a public key [edkey.Check] refuses (a
+	// non-canonical encoding or a point of small order, COMP-320), so the
+	// check accepts exactly when edkey.Usable and crypto/ed25519 both do.
+	// A batch decodes the key anyway: it costs a few point doublings more
+	// than the signature alone, where edkey.Usable before the batch would
+	// decode the key a second time.
+	RefuseWeakKey bool
 }
 
 // MaxContext is the longest context Ed25519ctx allows (RFC 8032).
@@ -134,7 +143,7 @@ func Verify(checks []Check) []bool {
 
 // verifyOne is crypto/ed25519's answer for one check.
 func verifyOne(c Check) bool {
-	if len(c.PublicKey) != ed25519.PublicKeySize {
+	if len(c.PublicKey) != ed25519.PublicKeySize || c.RefuseWeakKey && !edkey.Usable(c.PublicKey) {
 		return false
 	}
 	if c.Context == "" {
@@ -163,6 +172,14 @@ func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.Edward
 		if len(c.Context) > MaxContext || !decodePoint(c.PublicKey, &d.a) || !decodeSignature(c.Signature, &d.r, &d.s) {
 			cands = cands[:len(cands)-1]
 			out[i] = verifyOne(c)
+			continue
+		}
+		if c.RefuseWeakKey && d.a.IsSmallOrder() {
+			// A canonical encoding of a point of small order: edkey
+			// refuses it (a key that does not decode, or decodes from a
+			// non-canonical encoding, went to verifyOne above).
+			cands = cands[:len(cands)-1]
+			out[i] = false
 			continue
 		}
 		challenge(c, &d.k)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
+
+	"github.com/regroup-mls/regroup/internal/edkey"
 )
 
 // hostile builds Ed25519 signatures by hand so that their points carry
@@ -183,31 +185,31 @@ func hostileChecks(t *testing.T, n int, ctx string) []Check {
 	honestPub, honestPriv, _ := ed25519.GenerateKey(nil)
 	for i := 0; i < n; i++ {
 		msg := []byte(fmt.Sprintf("message %d", i))
-		checks = append(checks, Check{honestPub, msg, signHonest(t, honestPriv, ctx, msg), ctx})
+		checks = append(checks, Check{honestPub, msg, signHonest(t, honestPriv, ctx, msg), ctx, false})
 		var c Check
 		switch i % 8 {
 		case 0: // mixed-order key: cofactored accepts, cofactorless only when 8 | k
 			pub, sig := h.sign(ctx, msg, 1+i%7, 0)
-			c = Check{pub, msg, sig, ctx}
+			c = Check{pub, msg, sig, ctx, false}
 		case 1: // R with a torsion component: cofactored accepts, cofactorless never
 			pub, sig := h.sign(ctx, msg, 0, 1+i%7)
-			c = Check{pub, msg, sig, ctx}
+			c = Check{pub, msg, sig, ctx, false}
 		case 2: // non-canonical S
-			c = Check{honestPub, msg, nonCanonicalS(signHonest(t, honestPriv, ctx, msg)), ctx}
+			c = Check{honestPub, msg, nonCanonicalS(signHonest(t, honestPriv, ctx, msg)), ctx, false}
 		case 3: // identity key, identity R, S = 0: accepted by crypto/ed25519
 			id := make([]byte, 32)
 			id[0] = 1
-			c = Check{id, msg, append(append([]byte{}, id...), make([]byte, 32)...), ctx}
+			c = Check{id, msg, append(append([]byte{}, id...), make([]byte, 32)...), ctx, false}
 		case 4: // small-order A (the order-8 point) with R = A, S = 0
 			t8 := encode(&h.torsn)
-			c = Check{t8, msg, append(append([]byte{}, t8...), make([]byte, 32)...), ctx}
+			c = Check{t8, msg, append(append([]byte{}, t8...), make([]byte, 32)...), ctx, false}
 		case 5: // wrong lengths
-			c = Check{honestPub[:31], msg, signHonest(t, honestPriv, ctx, msg)[:63], ctx}
+			c = Check{honestPub[:31], msg, signHonest(t, honestPriv, ctx, msg)[:63], ctx, false}
 		case 6: // a valid signature over another message
-			c = Check{honestPub, msg, signHonest(t, honestPriv, ctx, []byte("other")), ctx}
+			c = Check{honestPub, msg, signHonest(t, honestPriv, ctx, []byte("other")), ctx, false}
 		case 7: // mixed-order key and R whose torsion cancels: crypto/ed25519 accepts
 			pub, sig := h.signCancelling(ctx, msg, 1+2*(i%4))
-			c = Check{pub, msg, sig, ctx}
+			c = Check{pub, msg, sig, ctx, false}
 		}
 		checks = append(checks, c)
 	}
@@ -220,7 +222,7 @@ func honestPool(t testing.TB, n int, ctx string) []Check {
 	out := make([]Check, n)
 	for i := range out {
 		m := []byte(fmt.Sprintf("honest %d", i))
-		out[i] = Check{pub, m, signHonest(t, priv, ctx, m), ctx}
+		out[i] = Check{pub, m, signHonest(t, priv, ctx, m), ctx, false}
 	}
 	return out
 }
@@ -334,7 +336,7 @@ func largeBatchMatchesSingle(t *testing.T, ctx string) {
 		case 40, 2*MinBatch + 90:
 			k, sig = h.sign(ctx, msg, 3, 0)
 		}
-		checks = append(checks, Check{k, msg, sig, ctx})
+		checks = append(checks, Check{k, msg, sig, ctx, false})
 	}
 	want, got := single(checks), Verify(checks)
 	for i := range checks {
@@ -348,20 +350,25 @@ func largeBatchMatchesSingle(t *testing.T, ctx string) {
 }
 
 // FuzzVerify feeds arbitrary keys, messages, signatures and contexts,
-// beside honest ones with and without a context, and compares every
-// answer with crypto/ed25519's.
+// with RefuseWeakKey or without, beside honest ones with and without a
+// context, and compares every answer with crypto/ed25519's (after
+// edkey's for a check that refuses weak keys).
 func FuzzVerify(f *testing.F) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	f.Add([]byte(pub), []byte("m"), ed25519.Sign(priv, []byte("m")), "")
-	f.Add([]byte(pub), []byte("m"), signHonest(f, priv, contexts[1], []byte("m")), contexts[1])
-	f.Add(make([]byte, 32), []byte{}, make([]byte, 64), "c")
+	f.Add([]byte(pub), []byte("m"), ed25519.Sign(priv, []byte("m")), "", false)
+	f.Add([]byte(pub), []byte("m"), signHonest(f, priv, contexts[1], []byte("m")), contexts[1], true)
+	id := append([]byte{1}, make([]byte, 31)...)
+	f.Add(id, []byte("m"), append(append([]byte{}, id...), make([]byte, 32)...), contexts[1], true)
+	f.Add(make([]byte, 32), []byte{}, make([]byte, 64), "c", false)
 	honest := append(honestPool(f, MinBatch/2, ""), honestPool(f, MinBatch/2, contexts[1])...)
-	f.Fuzz(func(t *testing.T, key, msg, sig []byte, ctx string) {
-		checks := append(append(make([]Check, 0, MinBatch+1), honest...), Check{key, msg, sig, ctx})
-		got, want := Verify(checks), single(checks)
-		for i := range checks {
-			if got[i] != want[i] {
-				t.Fatalf("check %d: batch %v, crypto/ed25519 %v", i, got[i], want[i])
+	f.Fuzz(func(t *testing.T, key, msg, sig []byte, ctx string, strict bool) {
+		checks := append(append(make([]Check, 0, MinBatch+1), honest...), Check{key, msg, sig, ctx, strict})
+		got := Verify(checks)
+		for i, c := range checks {
+			want := len(c.PublicKey) == ed25519.PublicKeySize && (!c.RefuseWeakKey || edkey.Usable(c.PublicKey)) &&
+				ed25519.VerifyWithOptions(c.PublicKey, c.Message, c.Signature, &ed25519.Options{Context: c.Context}) == nil
+			if got[i] != want {
+				t.Fatalf("check %d: batch %v, crypto/ed25519 %v", i, got[i], want)
 			}
 		}
 	})
@@ -382,11 +389,11 @@ func batchEquationDecides(t *testing.T, ctx string) {
 	var checks []Check
 	for i := 0; i < 50; i++ {
 		msg := []byte(fmt.Sprintf("m%d", i))
-		checks = append(checks, Check{pub, msg, signHonest(t, priv, ctx, msg), ctx})
+		checks = append(checks, Check{pub, msg, signHonest(t, priv, ctx, msg), ctx, false})
 	}
 	// Torsion that cancels is admitted to the batch and passes it.
 	cpub, csig := h.signCancelling(ctx, []byte("cancelling"), 3)
-	checks = append(checks, Check{cpub, []byte("cancelling"), csig, ctx})
+	checks = append(checks, Check{cpub, []byte("cancelling"), csig, ctx, false})
 	cands := make([]candidate, len(checks))
 	for i, c := range checks {
 		cands[i].i = i
@@ -424,7 +431,7 @@ func batchEquationDecides(t *testing.T, ctx string) {
 	if !decodePoint(hpub, &probe.a) || !decodeSignature(hsig, &probe.r, &probe.s) {
 		t.Fatal("hostile signature does not decode")
 	}
-	challenge(Check{hpub, []byte("torsion R"), hsig, ctx}, &probe.k)
+	challenge(Check{hpub, []byte("torsion R"), hsig, ctx, false}, &probe.k)
 	var y curve.EdwardsPoint
 	if smallOrderWitness(&probe, &y); y.IsTorsionFree() {
 		t.Fatal("R with a small-order part gives a torsion-free witness")
@@ -446,14 +453,14 @@ func TestVerifyContextsMatchVerifyWithOptions(t *testing.T) {
 	h := newHostile(t)
 	mpub, msig := h.sign(tooLong, msg, 0, 0) // a signature made with a 256-byte context
 	tricky := []Check{
-		{pub, msg, ctxSig, contexts[1]},       // valid
-		{pub, msg, ctxSig, ""},                // a ctx signature checked as pure
-		{pub, msg, ctxSig, contexts[1] + "x"}, // another context
-		{pub, msg, pureSig, contexts[1]},      // a pure signature checked in a context
-		{pub, msg, pureSig, ""},               // valid
-		{pub, msg, longSig, long},             // valid, 255-byte context
-		{mpub, msg, msig, tooLong},            // 256-byte context: never valid
-		{pub, msg, nonCanonicalS(ctxSig), contexts[1]},
+		{pub, msg, ctxSig, contexts[1], false},       // valid
+		{pub, msg, ctxSig, "", false},                // a ctx signature checked as pure
+		{pub, msg, ctxSig, contexts[1] + "x", false}, // another context
+		{pub, msg, pureSig, contexts[1], false},      // a pure signature checked in a context
+		{pub, msg, pureSig, "", false},               // valid
+		{pub, msg, longSig, long, false},             // valid, 255-byte context
+		{mpub, msg, msig, tooLong, false},            // 256-byte context: never valid
+		{pub, msg, nonCanonicalS(ctxSig), contexts[1], false},
 	}
 	pool := append(honestPool(t, MinBatch/2, contexts[1]), honestPool(t, MinBatch/2, "")...)
 	sets := [][]Check{tricky, append(append(append([]Check{}, pool...), hostileChecks(t, 16, contexts[1])...), tricky...)}
@@ -479,6 +486,65 @@ func TestVerifyContextsMatchVerifyWithOptions(t *testing.T) {
 		ref := ed25519.VerifyWithOptions(c.PublicKey, c.Message, c.Signature, &ed25519.Options{Context: c.Context}) == nil
 		if ref != want[i] {
 			t.Fatalf("VerifyWithOptions answers %v for tricky check %d", ref, i)
+		}
+	}
+}
+
+// COMP-320: with RefuseWeakKey a check accepts exactly when edkey.Usable
+// accepts its key and crypto/ed25519 its signature: keys of small order
+// (each of the eight, in canonical and non-canonical encodings) with
+// signatures crypto/ed25519 accepts are refused, batched or not, while
+// mixed-order keys, which edkey allows, keep crypto/ed25519's answer.
+func TestRefuseWeakKeyMatchesEdkey(t *testing.T) {
+	h := newHostile(t)
+	ctx := contexts[1]
+	var weak []Check
+	var p curve.EdwardsPoint
+	p.Identity()
+	for i := 0; i < 8; i++ { // i·T, R = the identity, S = 0
+		weak = append(weak, Check{encode(&p), []byte("m"), append(encode(new(curve.EdwardsPoint).Identity()), make([]byte, 32)...), ctx, true})
+		p.Add(&p, &h.torsn)
+	}
+	idSig := append(encode(new(curve.EdwardsPoint).Identity()), make([]byte, 32)...)
+	negZero := make([]byte, 32) // the identity with the sign bit set
+	negZero[0], negZero[31] = 1, 0x80
+	pPlusOne := make([]byte, 32) // y = p + 1, which reduces to the identity's y
+	pPlusOne[0], pPlusOne[31] = 0xee, 0x7f
+	for i := 1; i < 31; i++ {
+		pPlusOne[i] = 0xff
+	}
+	weak = append(weak, Check{negZero, []byte("m"), idSig, ctx, true}, Check{pPlusOne, []byte("m"), idSig, ctx, true})
+	for i := 1; i < 8; i++ { // mixed-order keys: usable
+		pub, sig := h.sign(ctx, []byte("m"), i, 0)
+		weak = append(weak, Check{pub, []byte("m"), sig, ctx, true})
+	}
+	// The reference: edkey, then crypto/ed25519 itself.
+	ref := func(c Check) bool {
+		return edkey.Usable(c.PublicKey) &&
+			ed25519.VerifyWithOptions(c.PublicKey, c.Message, c.Signature, &ed25519.Options{Context: c.Context}) == nil
+	}
+	accepted := 0
+	for _, c := range weak {
+		if !edkey.Usable(c.PublicKey) && ed25519.VerifyWithOptions(c.PublicKey, c.Message, c.Signature, &ed25519.Options{Context: c.Context}) == nil {
+			accepted++
+		}
+	}
+	if accepted < 3 {
+		t.Fatalf("test setup: crypto/ed25519 accepts only %d signatures of weak keys", accepted)
+	}
+	pool := honestPool(t, MinBatch, ctx)
+	for i := range pool {
+		pool[i].RefuseWeakKey = true
+	}
+	sets := [][]Check{weak, append(append([]Check{}, pool...), weak...)}
+	for _, c := range weak { // each alone among valid ones: batched
+		sets = append(sets, append(append([]Check{}, pool...), c))
+	}
+	for n, set := range sets {
+		for i, got := range Verify(set) {
+			if want := ref(set[i]); got != want {
+				t.Fatalf("set %d, check %d: Verify %v, edkey and crypto/ed25519 %v", n, i, got, want)
+			}
 		}
 	}
 }
