@@ -18,6 +18,8 @@ type inboxWork struct {
 	held    *held  // the held records through `through`, each verified once
 	highest uint64 // the highest sequence id held
 	fetched []ports.IdentityUpdateRecord
+	// verified are the fetched records' updates, verified by the fetch.
+	verified map[uint64]verified
 	// fetchErr is the last fetch's failure, nil after a fetch succeeded.
 	fetchErr error
 }
@@ -28,8 +30,9 @@ type inboxWork struct {
 // transaction reads what is held, the inboxes still missing an update are
 // fetched Concurrency at a time (each through the highest sequence id
 // requested of it), one transaction stores what every fetch returned, and
-// each held update is decoded and verified once per call (COMP-130). The
-// answers are those of one AssociationState call per request.
+// each held update is decoded and verified once per call (COMP-130), the
+// signatures of many updates in one batch (COMP-580). The answers are
+// those of one AssociationState call per request.
 func (r *Resolver) AssociationStates(ctx context.Context, reqs []ports.IdentityRequest) ([]ports.IdentityResult, error) {
 	res := make([]ports.IdentityResult, len(reqs))
 	done := make([]bool, len(reqs))
@@ -121,12 +124,17 @@ func (r *Resolver) notFound(q ports.IdentityRequest, fetchErr error) error {
 }
 
 // fetchAll fetches the pending inboxes' topics after what each holds,
-// Concurrency at a time, into each inbox's fetched records.
+// a page of Concurrency topics at a time, verifying each round's updates
+// in one batch, into each inbox's fetched records.
 func (r *Resolver) fetchAll(ctx context.Context, pending []*inboxWork) {
-	r.each(len(pending), func(i int) {
-		w := pending[i]
-		w.fetched, w.fetchErr = r.fetch(ctx, w.inboxID, w.highest, w.through)
-	})
+	reads := make([]*topicRead, len(pending))
+	for i, w := range pending {
+		reads[i] = &topicRead{inboxID: w.inboxID, after: w.highest, through: w.through}
+	}
+	r.fetchMany(ctx, reads)
+	for i, w := range pending {
+		w.fetched, w.verified, w.fetchErr = reads[i].recs, reads[i].known, reads[i].err
+	}
 }
 
 // readHeld reads everything held for the pending inboxes, in one
@@ -182,17 +190,23 @@ func (r *Resolver) storeFetched(ctx context.Context, pending []*inboxWork) error
 }
 
 // hold decodes and verifies each inbox's newly read records up to the
-// highest sequence id requested of it (the CPU-bound part, Concurrency
-// inboxes at a time), and notes the highest sequence id read.
+// highest sequence id requested of it, all inboxes' signatures in one
+// batch (COMP-580) except those of updates the fetch verified, and notes
+// the highest sequence id read.
 func (r *Resolver) hold(pending []*inboxWork, reads [][]ports.IdentityUpdateRecord) {
-	r.each(len(pending), func(i int) {
-		w := pending[i]
-		w.held.add(reads[i], w.through)
+	hs := make([]*held, len(pending))
+	through := make([]uint64, len(pending))
+	known := make([]map[uint64]verified, len(pending))
+	for i, w := range pending {
+		hs[i], through[i], known[i] = w.held, w.through, w.verified
 		for _, rec := range reads[i] {
 			w.highest = max(w.highest, rec.SequenceID)
 		}
-		w.fetched = nil
-	})
+	}
+	addAll(hs, reads, through, known)
+	for _, w := range pending {
+		w.fetched, w.verified = nil, nil
+	}
 }
 
 // answer resolves every open request whose inbox's held updates decide it

@@ -5,10 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/adapters/memtransport"
 	"github.com/regroup-mls/regroup/core/identity"
@@ -295,5 +298,82 @@ func TestCOMP130_BatchFetchesConcurrentlyAndStoresOnce(t *testing.T) {
 	started := g.started.Load()
 	if _, err := r.AssociationStates(testCtx(t), reqs); err != nil || store.n.Load() != 3 || g.started.Load() != started {
 		t.Errorf("warm batch: %v, %d transactions in all, %d fetches", err, store.n.Load(), g.started.Load()-started)
+	}
+}
+
+// tampering serves every topic but corrupts the installation signature
+// of the updates at the listed sequence ids, as a hostile delivery
+// service may.
+type tampering struct {
+	ports.Transport
+	at map[uint64]bool
+}
+
+func (tp *tampering) Query(ctx context.Context, topic []byte, after uint64, limit int) ([]*backendpb.OriginatorEnvelope, error) {
+	envs, err := tp.Transport.Query(ctx, topic, after, limit)
+	for i, env := range envs {
+		if tp.at[env.GetSequenceId()] {
+			env = proto.Clone(env).(*backendpb.OriginatorEnvelope)
+			env.GetEnvelope().GetIdentityUpdate().GetAddInstallation().InstallationSignature[3] ^= 1
+			envs[i] = env
+		}
+	}
+	return envs, err
+}
+
+// COMP-249, COMP-580: in a fetch of enough inboxes for the updates to be
+// verified in one batch, an update whose signature a hostile delivery
+// service corrupted is junk: it is neither stored nor folded, while the
+// valid updates around it are. Inbox X's corrupted update comes after
+// the one requested, inbox Y's before it (so Y's state must not hold its
+// key).
+func TestCOMP580_BatchFetchReadsPastCorruptedUpdates(t *testing.T) {
+	w := newWorld(t, "sqlite")
+	mem := memtransport.New(w.svc, nil)
+	var reqs []ports.IdentityRequest
+	var want [][][]byte
+	for i := 0; i < 130; i++ { // 132 inboxes, 264 signatures or more: one batch
+		m := newInboxModel(t)
+		seq := m.add(t, mem)
+		reqs, want = append(reqs, ports.IdentityRequest{InboxID: m.id, SequenceID: seq}), append(want, m.at[seq])
+	}
+	x, y := newInboxModel(t), newInboxModel(t)
+	x1 := x.add(t, mem)
+	x2 := x.add(t, mem)
+	y1 := y.add(t, mem)
+	y2 := y.add(t, mem)
+	reqs = append(reqs, ports.IdentityRequest{InboxID: x.id, SequenceID: x1}, ports.IdentityRequest{InboxID: y.id, SequenceID: y2})
+	want = append(want, x.at[x1], y.keys[1:]) // Y's first add is junk: only its second key
+	tr := &tampering{Transport: mem, at: map[uint64]bool{x2: true, y1: true}}
+	r, err := identity.NewResolver(identity.ResolverOptions{Store: w.store, Transport: tr, Clock: w.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.AssociationStates(testCtx(t), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		if res[i].Err != nil || !same(res[i].State.InstallationKeys, want[i]) {
+			t.Fatalf("request %d = %x, %v; want %x", i, res[i].State.InstallationKeys, res[i].Err, want[i])
+		}
+	}
+	err = w.store.Tx(testCtx(t), func(tx ports.Tx) error {
+		for _, c := range []struct {
+			inbox string
+			want  uint64
+		}{{x.id, x1}, {y.id, y2}} {
+			recs, err := tx.IdentityCache().List(testCtx(t), c.inbox, math.MaxInt64)
+			if err != nil {
+				return err
+			}
+			if len(recs) != 1 || recs[0].SequenceID != c.want {
+				t.Errorf("COMP-249: the cache of %s holds %d records (first %+v), want only the valid one at %d", c.inbox, len(recs), recs, c.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/identitypb"
 )
@@ -39,19 +41,54 @@ func newHeld(inboxID string) *held {
 // it does not hold yet; the first record held at a sequence id stays, as
 // in the store.
 func (h *held) add(records []ports.IdentityUpdateRecord, through uint64) *held {
-	for _, r := range records {
-		if _, ok := h.updates[r.SequenceID]; ok || r.SequenceID > through {
-			continue
-		}
-		u, err := DecodeUpdate(r.Update)
-		if err != nil || u.GetInboxId() != h.inboxID {
-			u = nil
-		}
-		h.updates[r.SequenceID] = u
-		i, _ := slices.BinarySearch(h.seqs, r.SequenceID)
-		h.seqs = slices.Insert(h.seqs, i, r.SequenceID)
-	}
+	addAll([]*held{h}, [][]ports.IdentityUpdateRecord{records}, []uint64{through}, nil)
 	return h
+}
+
+// verified is an update decoded and verified earlier in the same call,
+// with the bytes it is stored as.
+type verified struct {
+	bytes  []byte
+	update *identitypb.IdentityUpdate
+}
+
+// addAll is add for several inboxes at once: records[i] through sequence
+// id through[i] into hs[i], the signatures of all of them verified in one
+// batch. known, when not nil, holds for each inbox the updates already
+// verified by sequence id: a record with exactly those bytes there is
+// not verified again.
+func addAll(hs []*held, records [][]ports.IdentityUpdateRecord, through []uint64, known []map[uint64]verified) {
+	type slot struct {
+		h   *held
+		seq uint64
+	}
+	var slots []slot
+	var us []*identitypb.IdentityUpdate
+	for i, h := range hs {
+		var seen map[uint64]verified
+		if known != nil {
+			seen = known[i]
+		}
+		for _, r := range records[i] {
+			if _, ok := h.updates[r.SequenceID]; ok || r.SequenceID > through[i] {
+				continue
+			}
+			var u *identitypb.IdentityUpdate
+			if k, ok := seen[r.SequenceID]; ok && bytes.Equal(k.bytes, r.Update) {
+				u = k.update
+			} else if d := new(identitypb.IdentityUpdate); proto.Unmarshal(r.Update, d) == nil && d.GetInboxId() == h.inboxID {
+				slots, us = append(slots, slot{h, r.SequenceID}), append(us, d) // held once verified
+			}
+			h.updates[r.SequenceID] = u
+			j, _ := slices.BinarySearch(h.seqs, r.SequenceID)
+			h.seqs = slices.Insert(h.seqs, j, r.SequenceID)
+		}
+	}
+	for j, err := range verifyUpdates(us) {
+		if err == nil {
+			slots[j].h.updates[slots[j].seq] = us[j]
+		}
+	}
 }
 
 // validAt reports whether a valid update of the inbox is held at exactly

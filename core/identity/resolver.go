@@ -7,11 +7,8 @@ import (
 	"math"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/regroup-mls/regroup/core/internal/readpos"
 	"github.com/regroup-mls/regroup/ports"
-	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
 // ResolverOptions configure a [Resolver]. Store, Transport and Clock are
@@ -31,8 +28,9 @@ type ResolverOptions struct {
 	RetryInterval time.Duration
 	// PageSize is the page a fetch asks for; default 500.
 	PageSize int
-	// Concurrency is how many inboxes [Resolver.AssociationStates] fetches,
-	// and verifies the updates of, at once; default 8 (COMP-130).
+	// Concurrency is how many inboxes' topics [Resolver.AssociationStates]
+	// reads at once; default 8 (COMP-130). The updates read are verified
+	// in batches over all cores (COMP-580).
 	Concurrency int
 }
 
@@ -185,61 +183,6 @@ func (r *Resolver) Sync(ctx context.Context, inboxID string) error {
 		}
 	}
 	return fetchErr
-}
-
-// fetch reads the inbox's topic after sequence id after, page by page,
-// until a page is empty or holds an envelope that does not move forward,
-// or the pass has read at or after sequence id through, and returns the
-// records of the updates that move forward. Only updates that verify and
-// name the inbox are records (COMP-249): junk — bytes that are no
-// verified update of this inbox — is read past in memory and never held,
-// so an envelope the delivery service placed at 2^63−1 neither moves
-// what is held past the honest updates published after it nor makes
-// every later lookup answer JOIN-059. On a transport failure it returns
-// the records of the pages read before it and the failure.
-func (r *Resolver) fetch(ctx context.Context, inboxID string, after, through uint64) ([]ports.IdentityUpdateRecord, error) {
-	topic, err := Topic(inboxID)
-	if err != nil {
-		return nil, err
-	}
-	pass := r.tails.Start(inboxID, after)
-	defer pass.End()
-	var recs []ports.IdentityUpdateRecord
-	for {
-		page, err := r.opts.Transport.Query(ctx, topic, pass.Pos(), r.opts.PageSize)
-		if err != nil {
-			return recs, fmt.Errorf("fetch identity updates of %s: %w", inboxID, err)
-		}
-		start := pass.Pos()
-		for _, env := range page {
-			seq := env.GetSequenceId()
-			if seq <= pass.Pos() {
-				break // a sequence id that does not move forward ends the page
-			}
-			if seq > math.MaxInt64 {
-				continue
-			}
-			b, ok := authenticUpdate(inboxID, env)
-			if ok {
-				recs = append(recs, ports.IdentityUpdateRecord{InboxID: inboxID, SequenceID: seq, Update: b})
-			}
-			pass.Read(seq, ok)
-		}
-		if pass.Pos() >= through || !pass.EndPage(pass.Pos() > start) {
-			return recs, nil
-		}
-	}
-}
-
-// authenticUpdate returns the serialized IdentityUpdate an envelope
-// carries when it verifies and names the inbox.
-func authenticUpdate(inboxID string, env *backendpb.OriginatorEnvelope) ([]byte, bool) {
-	u := env.GetEnvelope().GetIdentityUpdate()
-	if u == nil || u.GetInboxId() != inboxID || VerifyUpdate(u) != nil {
-		return nil, false
-	}
-	b, err := proto.Marshal(u)
-	return b, err == nil && len(b) > 0
 }
 
 func put(ctx context.Context, tx ports.Tx, recs []ports.IdentityUpdateRecord) error {

@@ -140,10 +140,23 @@ func FuzzDecodeUpdate(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := identity.DecodeUpdate(b); err != nil && !errors.Is(err, identity.ErrInvalidUpdate) {
+		u, err := identity.DecodeUpdate(b)
+		if err != nil && !errors.Is(err, identity.ErrInvalidUpdate) {
 			t.Fatalf("error outside ErrInvalidUpdate: %v", err)
 		}
 		identity.Fold("x", []ports.IdentityUpdateRecord{{InboxID: "x", SequenceID: 1, Update: b}}, 1)
+		// Folded as its own inbox's first update (its signatures verified
+		// by the batch path, COMP-580), it associates its key exactly when
+		// DecodeUpdate accepts it as an add the recovery key authorised.
+		var p identitypb.IdentityUpdate
+		if protoUnmarshal(b, &p) != nil || p.GetInboxId() == "" {
+			return
+		}
+		st := identity.Fold(p.GetInboxId(), []ports.IdentityUpdateRecord{{InboxID: p.GetInboxId(), SequenceID: 1, Update: b}}, 1)
+		add := u.GetAddInstallation()
+		if want := err == nil && add != nil && len(add.GetAuthorizerKey()) == 0; (len(st.InstallationKeys) == 1) != want {
+			t.Fatalf("fold holds %d keys; DecodeUpdate: %v", len(st.InstallationKeys), err)
+		}
 	})
 }
 

@@ -158,19 +158,45 @@ func NewRevoke(recovery ed25519.PrivateKey, installationKey []byte, createdNS in
 // state that only [Fold] answers. VerifyUpdate returns nil or an error
 // wrapping [ErrInvalidUpdate] that names the failed check.
 func VerifyUpdate(u *identitypb.IdentityUpdate) error {
+	sigs, err := updateSignatures(u)
+	if err != nil {
+		return err
+	}
+	for _, s := range sigs {
+		if !verify(s.key, s.msg, s.sig) {
+			return invalidUpdate("%s signature does not verify", s.role)
+		}
+	}
+	return nil
+}
+
+// signature is one signature an update carries: by key over msg, named
+// by its role in the error of an update it fails.
+type signature struct {
+	role          string // "recovery", "authorizer" or "installation"
+	key, msg, sig []byte
+}
+
+// updateSignatures makes every check of [VerifyUpdate] but the
+// signatures, and returns those in the order VerifyUpdate verifies them:
+// the authorisation (recovery or authorizer), then the new
+// installation's. Every other check comes before any signature's in
+// VerifyUpdate, so an update fails here exactly when VerifyUpdate fails
+// it before verifying a signature, with the same error.
+func updateSignatures(u *identitypb.IdentityUpdate) ([]signature, error) {
 	if u == nil {
-		return invalidUpdate("nil update")
+		return nil, invalidUpdate("nil update")
 	}
 	rpub := u.GetRecoveryPublicKey()
 	if len(rpub) != ed25519.PublicKeySize {
-		return invalidUpdate("recovery_public_key is %d bytes, want %d", len(rpub), ed25519.PublicKeySize)
+		return nil, invalidUpdate("recovery_public_key is %d bytes, want %d", len(rpub), ed25519.PublicKeySize)
 	}
 	if u.GetInboxId() != InboxID(rpub) {
-		return invalidUpdate("inbox_id is not the SHA-256 of recovery_public_key")
+		return nil, invalidUpdate("inbox_id is not the SHA-256 of recovery_public_key")
 	}
 	tbs, err := TBS(u)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	add := u.GetAddInstallation()
 	var key []byte
@@ -181,40 +207,40 @@ func VerifyUpdate(u *identitypb.IdentityUpdate) error {
 		key = a.RevokeInstallation.GetInstallationKey()
 	}
 	if len(key) != ed25519.PublicKeySize {
-		return invalidUpdate("installation_key is %d bytes, want %d", len(key), ed25519.PublicKeySize)
+		return nil, invalidUpdate("installation_key is %d bytes, want %d", len(key), ed25519.PublicKeySize)
 	}
+	var sigs []signature
 	if add == nil || (len(add.GetAuthorizerKey()) == 0 && len(add.GetAuthorizerSignature()) == 0) {
-		if !verify(rpub, tbs, u.GetRecoverySignature()) {
-			return invalidUpdate("recovery signature does not verify")
+		sigs = append(sigs, signature{"recovery", rpub, tbs, u.GetRecoverySignature()})
+	} else {
+		auth, err := authorizerSignature(u, add, key)
+		if err != nil {
+			return nil, err
 		}
-	} else if err := verifyAuthorizer(u, add, key); err != nil {
-		return err
+		sigs = append(sigs, auth)
 	}
-	if add != nil && !verify(key, tbs, add.GetInstallationSignature()) {
-		return invalidUpdate("installation signature does not verify")
+	if add != nil {
+		sigs = append(sigs, signature{"installation", key, tbs, add.GetInstallationSignature()})
 	}
-	return nil
+	return sigs, nil
 }
 
-// verifyAuthorizer checks an add authorised by an installation: no
-// recovery signature, an authorizer key that is not the added key, and
-// its signature over [AuthorizerTBS].
-func verifyAuthorizer(u *identitypb.IdentityUpdate, add *identitypb.AddInstallation, key []byte) error {
+// authorizerSignature checks an add authorised by an installation: no
+// recovery signature and an authorizer key that is not the added key; it
+// returns the authorizer's signature over [AuthorizerTBS].
+func authorizerSignature(u *identitypb.IdentityUpdate, add *identitypb.AddInstallation, key []byte) (signature, error) {
 	if len(u.GetRecoverySignature()) != 0 {
-		return invalidUpdate("an add carries both a recovery signature and an authorizer")
+		return signature{}, invalidUpdate("an add carries both a recovery signature and an authorizer")
 	}
 	auth := add.GetAuthorizerKey()
 	if bytes.Equal(auth, key) {
-		return invalidUpdate("an installation cannot authorise its own add")
+		return signature{}, invalidUpdate("an installation cannot authorise its own add")
 	}
 	atbs, err := AuthorizerTBS(u)
 	if err != nil {
-		return err
+		return signature{}, err
 	}
-	if !verify(auth, atbs, add.GetAuthorizerSignature()) {
-		return invalidUpdate("authorizer signature does not verify")
-	}
-	return nil
+	return signature{"authorizer", auth, atbs, add.GetAuthorizerSignature()}, nil
 }
 
 // DecodeUpdate parses a serialized IdentityUpdate and verifies it. It
