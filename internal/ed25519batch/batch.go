@@ -1,9 +1,9 @@
-// Package ed25519batch verifies many Ed25519 signatures at once (one
-// multi-scalar multiplication with curve25519-voi, spread over the
-// available cores) and accepts exactly what crypto/ed25519 accepts, one
-// signature at a time: pure Ed25519 (RFC 8032) with [ed25519.Verify], and
-// Ed25519ctx with [ed25519.VerifyWithOptions] for a check that names a
-// context. A batch may mix both.
+// Package ed25519batch verifies many Ed25519 signatures at once (a
+// multi-scalar multiplication with curve25519-voi per core, over batches
+// of at most a few thousand signatures) and accepts exactly what
+// crypto/ed25519 accepts, one signature at a time: pure Ed25519 (RFC 8032)
+// with [ed25519.Verify], and Ed25519ctx with [ed25519.VerifyWithOptions]
+// for a check that names a context. A batch may mix both.
 //
 // # Contexts
 //
@@ -95,8 +95,18 @@ const MinBatch = 256
 
 // Verify returns, for each check, whether crypto/ed25519 accepts it:
 // [ed25519.Verify] for a check without a context, [ed25519.VerifyWithOptions]
-// with the check's context otherwise. It spreads the work over up to runtime.GOMAXPROCS(0) goroutines.
-func Verify(checks []Check) []bool {
+// with the check's context otherwise. It spreads the work over up to
+// runtime.GOMAXPROCS(0) goroutines.
+func Verify(checks []Check) []bool { return VerifyAppended(checks, nil) }
+
+// VerifyAppended is Verify for messages written when needed instead of
+// held: the message of a check whose Message is nil is message(i, dst),
+// which appends check i's message to dst and returns the result. A
+// batch hashes each message once from a buffer its goroutine reuses, so
+// thousands of messages are never held at once; message is called from
+// several goroutines at once, and again for a check verified on its own.
+func VerifyAppended(checks []Check, message func(i int, dst []byte) []byte) []bool {
+	m := messages{checks: checks, fn: message}
 	out := make([]bool, len(checks))
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(checks)/MinShare))
 	parts := func(f func(k, lo, hi int)) {
@@ -114,14 +124,18 @@ func Verify(checks []Check) []bool {
 	if len(checks) < MinBatch {
 		parts(func(_, lo, hi int) {
 			for i := lo; i < hi; i++ {
-				out[i] = verifyOne(checks[i])
+				out[i] = m.verifyOne(i)
 			}
 		})
 		return out
 	}
+	if share := (len(checks) + workers - 1) / workers; share > maxBatch {
+		parts(func(_, lo, hi int) { verifyInBatches(m, lo, hi, out) })
+		return out
+	}
 	chunks := make([][]candidate, workers)
 	witnesses := make([][]curve.EdwardsPoint, workers) // Y_i of chunks[k][i]
-	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(checks, lo, hi, out) })
+	parts(func(k, lo, hi int) { chunks[k], witnesses[k] = decode(m, lo, hi, out) })
 	// Every Y_i must be torsion-free; when the combined test fails, find
 	// the signatures whose Y_i is not and verify those alone.
 	if !torsionFreeAll(witnesses, workers) {
@@ -131,25 +145,70 @@ func Verify(checks []Check) []bool {
 				if witnesses[k][j].IsTorsionFree() {
 					kept = append(kept, d)
 				} else {
-					out[d.i] = verifyOne(checks[d.i])
+					out[d.i] = m.verifyOne(d.i)
 				}
 			}
 			chunks[k] = kept
 		}
 	}
-	parts(func(k, _, _ int) { settle(checks, chunks[k], out) })
+	parts(func(k, _, _ int) { settle(m, chunks[k], out) })
 	return out
 }
 
-// verifyOne is crypto/ed25519's answer for one check.
-func verifyOne(c Check) bool {
+// maxBatch is the most signatures one goroutine decodes and holds at
+// once (about 550 bytes each): a goroutine given more verifies them in
+// batches of equal size up to maxBatch, each with its own torsion test
+// (about torsionTests scalar multiplications), reusing the memory of the
+// decoded points. A variable so that tests can lower it.
+var maxBatch = 4096
+
+// verifyInBatches verifies checks[lo:hi] in batches of at most maxBatch.
+func verifyInBatches(m messages, lo, hi int, out []bool) {
+	batches := (hi - lo + maxBatch - 1) / maxBatch
+	size := (hi - lo + batches - 1) / batches
+	cands, ys := make([]candidate, 0, size), make([]curve.EdwardsPoint, 0, size)
+	for b := range batches {
+		from, to := lo+b*(hi-lo)/batches, lo+(b+1)*(hi-lo)/batches
+		cands, ys = decodeInto(m, from, to, out, cands[:0], ys[:0])
+		if !torsionFreeAll([][]curve.EdwardsPoint{ys}, 1) {
+			kept := cands[:0]
+			for j, d := range cands {
+				if ys[j].IsTorsionFree() {
+					kept = append(kept, d)
+				} else {
+					out[d.i] = m.verifyOne(d.i)
+				}
+			}
+			cands = kept
+		}
+		settle(m, cands, out)
+	}
+}
+
+// messages gives the checks' messages: held, or written by fn.
+type messages struct {
+	checks []Check
+	fn     func(i int, dst []byte) []byte
+}
+
+// message returns check i's message, appended to dst when written.
+func (m messages) message(i int, dst []byte) []byte {
+	if msg := m.checks[i].Message; msg != nil || m.fn == nil {
+		return msg
+	}
+	return m.fn(i, dst)
+}
+
+// verifyOne is crypto/ed25519's answer for check i.
+func (m messages) verifyOne(i int) bool {
+	c := m.checks[i]
 	if len(c.PublicKey) != ed25519.PublicKeySize || c.RefuseWeakKey && !edkey.Usable(c.PublicKey) {
 		return false
 	}
 	if c.Context == "" {
-		return ed25519.Verify(ed25519.PublicKey(c.PublicKey), c.Message, c.Signature)
+		return ed25519.Verify(ed25519.PublicKey(c.PublicKey), m.message(i, nil), c.Signature)
 	}
-	return ed25519.VerifyWithOptions(ed25519.PublicKey(c.PublicKey), c.Message, c.Signature, &ed25519.Options{Context: c.Context}) == nil
+	return ed25519.VerifyWithOptions(ed25519.PublicKey(c.PublicKey), m.message(i, nil), c.Signature, &ed25519.Options{Context: c.Context}) == nil
 }
 
 // candidate is a decoded signature that may enter a batch.
@@ -162,16 +221,20 @@ type candidate struct {
 // decode returns the candidates among checks[lo:hi], with the small-order
 // witness Y = [k mod 8]A + R of each, and sets out[i] for the others,
 // verified on their own.
-func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
-	cands := make([]candidate, 0, hi-lo)
-	ys := make([]curve.EdwardsPoint, 0, hi-lo)
+func decode(m messages, lo, hi int, out []bool) ([]candidate, []curve.EdwardsPoint) {
+	return decodeInto(m, lo, hi, out, make([]candidate, 0, hi-lo), make([]curve.EdwardsPoint, 0, hi-lo))
+}
+
+// decodeInto is decode appending to cands and ys.
+func decodeInto(m messages, lo, hi int, out []bool, cands []candidate, ys []curve.EdwardsPoint) ([]candidate, []curve.EdwardsPoint) {
+	var scratch []byte // the written messages, one at a time
 	for i := lo; i < hi; i++ {
-		c := checks[i]
+		c := m.checks[i]
 		cands = append(cands, candidate{i: i})
 		d := &cands[len(cands)-1]
 		if len(c.Context) > MaxContext || !decodePoint(c.PublicKey, &d.a) || !decodeSignature(c.Signature, &d.r, &d.s) {
 			cands = cands[:len(cands)-1]
-			out[i] = verifyOne(c)
+			out[i] = m.verifyOne(i)
 			continue
 		}
 		if c.RefuseWeakKey && d.a.IsSmallOrder() {
@@ -182,7 +245,11 @@ func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.Edward
 			out[i] = false
 			continue
 		}
-		challenge(c, &d.k)
+		msg := m.message(i, scratch[:0])
+		if c.Message == nil {
+			scratch = msg
+		}
+		challenge(c.Signature, c.PublicKey, c.Context, msg, &d.k)
 		ys = append(ys, curve.EdwardsPoint{})
 		smallOrderWitness(d, &ys[len(ys)-1])
 	}
@@ -191,7 +258,7 @@ func decode(checks []Check, lo, hi int, out []bool) ([]candidate, []curve.Edward
 
 // settle sets out for candidates whose witnesses are torsion-free: true
 // for all when their batch equation holds, else each one's own verdict.
-func settle(checks []Check, cands []candidate, out []bool) {
+func settle(m messages, cands []candidate, out []bool) {
 	if len(cands) == 0 {
 		return
 	}
@@ -202,23 +269,23 @@ func settle(checks []Check, cands []candidate, out []bool) {
 		return
 	}
 	for _, c := range cands {
-		out[c.i] = verifyOne(checks[c.i])
+		out[c.i] = m.verifyOne(c.i)
 	}
 }
 
 // challenge sets k = SHA-512(R ‖ A ‖ M) mod L, with dom2(0, C) first
-// for a check with a context C, as crypto/ed25519 does. The context is at
-// most MaxContext bytes.
-func challenge(c Check, k *scalar.Scalar) {
+// for a context C, as crypto/ed25519 does. The context is at most
+// MaxContext bytes.
+func challenge(sig, pub []byte, context string, msg []byte, k *scalar.Scalar) {
 	h := sha512.New()
-	if c.Context != "" {
+	if context != "" {
 		h.Write([]byte(dom2Prefix))
-		h.Write([]byte{0, byte(len(c.Context))})
-		h.Write([]byte(c.Context))
+		h.Write([]byte{0, byte(len(context))})
+		h.Write([]byte(context))
 	}
-	h.Write(c.Signature[:32])
-	h.Write(c.PublicKey)
-	h.Write(c.Message)
+	h.Write(sig[:32])
+	h.Write(pub)
+	h.Write(msg)
 	var digest [sha512.Size]byte
 	_, _ = k.SetBytesModOrderWide(h.Sum(digest[:0])) // 64 bytes: cannot fail
 }
@@ -248,32 +315,36 @@ func smallOrderWitness(c *candidate, y *curve.EdwardsPoint) {
 //	[8]([−Σ z_j S_j]B + Σ [z_j]R_j + Σ [z_j k_j]A_j) = 0,
 //
 // the sum of z_j times −([S_j]B − [k_j]A_j − R_j), which is zero for
-// signatures crypto/ed25519 accepts.
+// signatures crypto/ed25519 accepts. The coefficients of R_j and A_j
+// replace S_j and k_j in the candidates (which are not read again: a
+// batch that fails is verified from its checks).
 func batchEquation(cands []candidate) bool {
 	n := len(cands)
-	zs := make([]byte, 16*n)
-	if _, err := rand.Read(zs); err != nil {
-		return false
-	}
-	coeffs := make([]scalar.Scalar, 1+2*n)
 	scalars := make([]*scalar.Scalar, 1+2*n)
 	terms := make([]*curve.EdwardsPoint, 1+2*n)
-	scalars[0], terms[0] = &coeffs[0], curve.ED25519_BASEPOINT_POINT
-	var z, zs32 scalar.Scalar
+	var sumS scalar.Scalar
+	scalars[0], terms[0] = &sumS, curve.ED25519_BASEPOINT_POINT
+	var z, zs scalar.Scalar
 	var wide [32]byte
+	var draws [16 * 64]byte // random z_j, 64 at a time
 	for j := range cands {
+		if j%64 == 0 {
+			if _, err := rand.Read(draws[:]); err != nil {
+				return false
+			}
+		}
 		c := &cands[j]
-		copy(wide[:16], zs[16*j:16*j+16])
+		copy(wide[:16], draws[16*(j%64):16*(j%64)+16])
 		if _, err := z.SetBytesModOrder(wide[:]); err != nil {
 			return false
 		}
-		coeffs[0].Add(&coeffs[0], zs32.Mul(&z, &c.s)) // Σ z_j S_j
-		coeffs[1+j].Set(&z)                           // z_j for R_j
-		coeffs[1+n+j].Mul(&z, &c.k)                   // z_j k_j for A_j
-		scalars[1+j], terms[1+j] = &coeffs[1+j], &c.r
-		scalars[1+n+j], terms[1+n+j] = &coeffs[1+n+j], &c.a
+		sumS.Add(&sumS, zs.Mul(&z, &c.s)) // Σ z_j S_j
+		c.s.Set(&z)                       // z_j for R_j
+		c.k.Mul(&z, &c.k)                 // z_j k_j for A_j
+		scalars[1+j], terms[1+j] = &c.s, &c.r
+		scalars[1+n+j], terms[1+n+j] = &c.k, &c.a
 	}
-	coeffs[0].Neg(&coeffs[0])
+	sumS.Neg(&sumS)
 	var sum curve.EdwardsPoint
 	sum.MultiscalarMulVartime(scalars, terms)
 	return sum.IsSmallOrder()

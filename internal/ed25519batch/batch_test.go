@@ -169,8 +169,8 @@ func nonCanonicalS(sig []byte) []byte {
 // single is crypto/ed25519's answer for every check.
 func single(checks []Check) []bool {
 	out := make([]bool, len(checks))
-	for i, c := range checks {
-		out[i] = verifyOne(c)
+	for i := range checks {
+		out[i] = messages{checks: checks}.verifyOne(i)
 	}
 	return out
 }
@@ -400,17 +400,17 @@ func batchEquationDecides(t *testing.T, ctx string) {
 		if !decodePoint(c.PublicKey, &cands[i].a) || !decodeSignature(c.Signature, &cands[i].r, &cands[i].s) {
 			t.Fatalf("check %d does not decode", i)
 		}
-		challenge(c, &cands[i].k)
+		challenge(c.Signature, c.PublicKey, c.Context, c.Message, &cands[i].k)
 		var y curve.EdwardsPoint
 		if smallOrderWitness(&cands[i], &y); !y.IsTorsionFree() {
 			t.Fatalf("check %d: [k mod 8]A + R has a small-order part", i)
 		}
 	}
+	bad := append([]candidate(nil), cands...) // batchEquation overwrites S and k
+	bad[7].s = cands[8].s
 	if !batchEquation(cands) {
 		t.Fatal("batch equation fails on valid signatures")
 	}
-	bad := append([]candidate(nil), cands...)
-	bad[7].s = cands[8].s
 	if batchEquation(bad) {
 		t.Fatal("batch equation holds with a wrong S")
 	}
@@ -422,7 +422,7 @@ func batchEquationDecides(t *testing.T, ctx string) {
 	if ctx != "" {
 		wrong.Context = ""
 	}
-	challenge(wrong, &other[9].k)
+	challenge(wrong.Signature, wrong.PublicKey, wrong.Context, wrong.Message, &other[9].k)
 	if batchEquation(other) {
 		t.Fatalf("batch equation holds for a signature in context %q checked in context %q", ctx, wrong.Context)
 	}
@@ -431,10 +431,67 @@ func batchEquationDecides(t *testing.T, ctx string) {
 	if !decodePoint(hpub, &probe.a) || !decodeSignature(hsig, &probe.r, &probe.s) {
 		t.Fatal("hostile signature does not decode")
 	}
-	challenge(Check{hpub, []byte("torsion R"), hsig, ctx, false}, &probe.k)
+	challenge(hsig, hpub, ctx, []byte("torsion R"), &probe.k)
 	var y curve.EdwardsPoint
 	if smallOrderWitness(&probe, &y); y.IsTorsionFree() {
 		t.Fatal("R with a small-order part gives a torsion-free witness")
+	}
+}
+
+// VerifyAppended gives Verify's answers when the messages are written on
+// demand into reused buffers: for the hostile mix, batched and not, with
+// every second message held and the others written.
+func TestVerifyAppendedMatchesVerify(t *testing.T) {
+	checks := hostileChecks(t, 40, contexts[1])
+	all := append(append([]Check{}, honestPool(t, MinBatch, "")...), checks...)
+	for _, batch := range [][]Check{all, checks} {
+		want := Verify(batch)
+		held := make([]Check, len(batch))
+		for i, c := range batch {
+			held[i] = c
+			if i%2 == 0 {
+				held[i].Message = nil
+			}
+		}
+		got := VerifyAppended(held, func(i int, dst []byte) []byte {
+			return append(dst, batch[i].Message...)
+		})
+		for i := range batch {
+			if got[i] != want[i] {
+				t.Fatalf("set of %d, check %d: appended %v, held %v", len(batch), i, got[i], want[i])
+			}
+		}
+		wrong := VerifyAppended(held, func(i int, dst []byte) []byte { return append(dst, 'x') })
+		for i := range batch {
+			if i%2 == 0 && want[i] && wrong[i] {
+				t.Fatalf("set of %d, check %d accepted over another message", len(batch), i)
+			}
+		}
+	}
+}
+
+// A goroutine given more than maxBatch signatures verifies them in
+// batches, each with its own torsion test: the hostile signatures, all
+// together and each alone among honest ones (where only the torsion test
+// tells a signature the cofactored equation passes), get crypto/ed25519's
+// answers.
+func TestVerifyInBatchesMatchesSingle(t *testing.T) {
+	saved := maxBatch
+	maxBatch = 100
+	defer func() { maxBatch = saved }()
+	checks := hostileChecks(t, 40, contexts[1])
+	pool := honestPool(t, MinBatch, "")
+	sets := [][]Check{append(append(append([]Check{}, pool[:150]...), checks...), pool[150:]...)}
+	for i := 1; i < len(checks); i += 2 {
+		sets = append(sets, append(append(append([]Check{}, pool[:150]...), checks[i]), pool[150:]...))
+	}
+	for _, set := range sets {
+		got, want := Verify(set), single(set)
+		for i := range set {
+			if got[i] != want[i] {
+				t.Fatalf("check %d of %d: batches %v, crypto/ed25519 %v", i, len(set), got[i], want[i])
+			}
+		}
 	}
 }
 

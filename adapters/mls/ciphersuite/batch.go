@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/regroup-mls/regroup/adapters/mls/codec"
-	"github.com/regroup-mls/regroup/adapters/mls/internal/ed25519batch"
+	"github.com/regroup-mls/regroup/internal/ed25519batch"
 )
 
 // SignatureCheck is one [Suite.VerifyWithLabel] call for
