@@ -100,9 +100,10 @@ type Options struct {
 	ReadBudgetBytes int64
 	// SharedPageBytes bounds the pages that subscriptions at the same
 	// cursor of a topic share, read and decoded once for all of them and
-	// charged once to the read budget (COMP-555, COMP-556). Default an
-	// eighth of ReadBudgetBytes, at least one page; negative turns sharing
-	// off (every subscription reads its own page).
+	// charged once to the read budget with room for one encoding of each
+	// envelope (COMP-555, COMP-556). Default an eighth of ReadBudgetBytes,
+	// at least two pages; negative turns sharing off (every subscription
+	// reads its own page).
 	SharedPageBytes int64
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
@@ -178,7 +179,7 @@ func (o *Options) withDefaults() Options {
 	}
 	r.ReadBudgetBytes = max(r.ReadBudgetBytes, int64(r.pageGrant()))
 	if r.SharedPageBytes == 0 {
-		r.SharedPageBytes = max(r.ReadBudgetBytes/8, int64(r.pageGrant()))
+		r.SharedPageBytes = max(r.ReadBudgetBytes/8, 2*int64(r.pageGrant()))
 	}
 	return r
 }
@@ -230,7 +231,7 @@ func New(store ports.EnvelopeStore, opts *Options) *Service {
 	s := &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
 		quotas: newQuotas(o.Quotas), admitted: newAdmitted()}
 	if o.SharedPageBytes > 0 {
-		s.shared = newSharedPages(s.budget, max(o.SharedPageBytes, int64(o.pageGrant())), int64(o.pageGrant()))
+		s.shared = newSharedPages(s.budget, max(o.SharedPageBytes, 2*int64(o.pageGrant())), int64(o.pageGrant()))
 		s.hub.pages = s.shared
 	}
 	if o.PublicGroups != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/internal/fairshare"
+	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
@@ -45,14 +46,14 @@ type sharedPage struct {
 	sizes   []int64
 	got     int64
 	err     error
-	hold    *fairshare.Hold // the page's bytes, charged once
+	hold    *fairshare.Hold // the page's bytes and spare, charged once
 
 	// Guarded by sharedPages.mu.
-	refs    int
-	kept    bool // in sharedPages.pages
-	memos   map[memoKey]*memo
-	memoed  int64 // bytes of the memos, held by their own holds
-	freed   bool
+	refs  int
+	kept  bool // in sharedPages.pages
+	memos map[memoKey]*memo
+	spare int64 // bytes of hold left for memos
+	freed bool
 }
 
 type memoKey struct {
@@ -64,7 +65,6 @@ type memo struct {
 	once sync.Once
 	v    any
 	err  error
-	hold *fairshare.Hold // the memo's bytes, charged once
 }
 
 // sharedPages keeps the pages subscriptions are reading, at most max
@@ -103,7 +103,7 @@ func (c *sharedPages) get(topic string, after uint64, notBefore time.Time) (p *s
 		}
 		c.dropLocked(p)
 	}
-	if c.bytes+c.grant > c.max {
+	if c.bytes+2*c.grant > c.max {
 		return nil, false, false
 	}
 	p = &sharedPage{key: pageKey{topic, after}, started: now, ready: make(chan struct{}), refs: 1, kept: true}
@@ -113,7 +113,7 @@ func (c *sharedPages) get(topic string, after uint64, notBefore time.Time) (p *s
 		c.pages[topic] = m
 	}
 	m[after] = p
-	c.bytes += c.grant
+	c.bytes += 2 * c.grant // a page and its encoding (spareBytes)
 	return p, true, true
 }
 
@@ -122,11 +122,11 @@ func (c *sharedPages) reservedLocked(p *sharedPage) int64 {
 	select {
 	case <-p.ready:
 		if p.hold != nil {
-			return p.hold.Held() + p.memoed
+			return p.hold.Held()
 		}
-		return p.memoed
+		return 0
 	default:
-		return c.grant
+		return 2 * c.grant
 	}
 }
 
@@ -160,9 +160,6 @@ func (c *sharedPages) maybeFreeLocked(p *sharedPage) {
 	c.bytes -= c.reservedLocked(p)
 	if p.hold != nil {
 		p.hold.Close()
-	}
-	for _, m := range p.memos {
-		m.hold.Close() // nil when it holds nothing
 	}
 	p.envs, p.sizes, p.memos = nil, nil, nil
 }
@@ -204,10 +201,11 @@ func (c *sharedPages) invalidateAll() {
 func (c *sharedPages) finish(p *sharedPage, envs []*backendpb.OriginatorEnvelope, sizes []int64, got int64, hold *fairshare.Hold, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bytes -= c.grant
+	c.bytes -= 2 * c.grant
 	p.envs, p.sizes, p.got, p.hold, p.err = envs, sizes, got, hold, err
 	if hold != nil {
 		c.bytes += hold.Held()
+		p.spare = hold.Held() - got
 	}
 	close(p.ready)
 	if err != nil || len(envs) == 0 {
@@ -215,6 +213,11 @@ func (c *sharedPages) finish(p *sharedPage, envs []*backendpb.OriginatorEnvelope
 	}
 	c.maybeFreeLocked(p)
 }
+
+// spareBytes is what a page of n envelopes holding got stored bytes is
+// charged beyond them: room for one encoding of each envelope as a
+// transport's response (the envelope and its sequence id and timestamp).
+func spareBytes(got int64, n int) int64 { return got + 64*int64(n) }
 
 // errNotShared is a page that could not be shared; its readers read on
 // their own.
@@ -255,8 +258,11 @@ func (s *Service) readShared(ctx context.Context, topic []byte, after uint64, no
 		var got int64
 		envs, sizes, got, err = s.readPage(ctx, hold, topic, after, s.opts.MaxPageSize)
 		if err == nil {
-			c.finish(p, envs, sizes, got, hold, nil)
-			return p, nil
+			if err = hold.Grow(ctx, spareBytes(got, len(envs))); err == nil {
+				c.finish(p, envs, sizes, got, hold, nil)
+				return p, nil
+			}
+			err = fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
 		}
 		hold.Close()
 	}
@@ -290,18 +296,19 @@ func (c *sharedPages) share(ctx context.Context, p *sharedPage, e *backendpb.Ori
 	m.once.Do(func() {
 		var n int64
 		m.v, n, m.err = build()
-		if m.err == nil && n > 0 {
-			// The encoded bytes count against the budget once, beside
-			// the page's, to the same principal.
-			if m.hold, m.err = c.budget.Acquire(ctx, c.ps, n); m.err != nil {
-				m.v = nil
-				return
-			}
-			c.mu.Lock()
-			p.memoed += n
-			c.bytes += n
-			c.mu.Unlock()
+		if m.err != nil {
+			return
 		}
+		// The value's bytes count against the budget once, within the
+		// spare the page was charged for; beyond it the value is not
+		// shared (a second compression of a large page).
+		c.mu.Lock()
+		if n > p.spare {
+			m.v, m.err = nil, fmt.Errorf("%w: %d bytes, %d spare", errNotShared, n, p.spare)
+		} else {
+			p.spare -= n
+		}
+		c.mu.Unlock()
 	})
 	if m.err != nil {
 		release()
