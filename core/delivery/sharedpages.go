@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/regroup-mls/regroup/internal/fairshare"
-	"github.com/regroup-mls/regroup/ports"
 	"github.com/regroup-mls/regroup/proto/backendpb"
 )
 
@@ -46,14 +45,14 @@ type sharedPage struct {
 	sizes   []int64
 	got     int64
 	err     error
-	hold    *fairshare.Hold // the page's bytes and spare, charged once
+	hold    *fairshare.Hold // the page's bytes, charged once
 
 	// Guarded by sharedPages.mu.
-	refs  int
-	kept  bool // in sharedPages.pages
-	memos map[memoKey]*memo
-	spare int64 // bytes of hold left for memos
-	freed bool
+	refs   int
+	kept   bool // in sharedPages.pages
+	memos  map[memoKey]*memo
+	memoed int64 // bytes the memos hold
+	freed  bool
 }
 
 type memoKey struct {
@@ -62,9 +61,9 @@ type memoKey struct {
 }
 
 type memo struct {
-	once sync.Once
+	mu   sync.Mutex
 	v    any
-	err  error
+	hold *fairshare.Hold // v's bytes, charged once
 }
 
 // sharedPages keeps the pages subscriptions are reading, at most max
@@ -103,7 +102,7 @@ func (c *sharedPages) get(topic string, after uint64, notBefore time.Time) (p *s
 		}
 		c.dropLocked(p)
 	}
-	if c.bytes+2*c.grant > c.max {
+	if c.bytes+c.grant > c.max {
 		return nil, false, false
 	}
 	p = &sharedPage{key: pageKey{topic, after}, started: now, ready: make(chan struct{}), refs: 1, kept: true}
@@ -113,7 +112,7 @@ func (c *sharedPages) get(topic string, after uint64, notBefore time.Time) (p *s
 		c.pages[topic] = m
 	}
 	m[after] = p
-	c.bytes += 2 * c.grant // a page and its encoding (spareBytes)
+	c.bytes += c.grant
 	return p, true, true
 }
 
@@ -122,11 +121,11 @@ func (c *sharedPages) reservedLocked(p *sharedPage) int64 {
 	select {
 	case <-p.ready:
 		if p.hold != nil {
-			return p.hold.Held()
+			return p.hold.Held() + p.memoed
 		}
-		return 0
+		return p.memoed
 	default:
-		return 2 * c.grant
+		return c.grant
 	}
 }
 
@@ -160,6 +159,9 @@ func (c *sharedPages) maybeFreeLocked(p *sharedPage) {
 	c.bytes -= c.reservedLocked(p)
 	if p.hold != nil {
 		p.hold.Close()
+	}
+	for _, m := range p.memos {
+		m.hold.Close() // nil when it holds nothing
 	}
 	p.envs, p.sizes, p.memos = nil, nil, nil
 }
@@ -197,27 +199,30 @@ func (c *sharedPages) invalidateAll() {
 }
 
 // finish records the filler's outcome and wakes the page's waiters; a
-// failed or empty page is not kept.
+// failed page is not kept. An empty page is: the subscriptions that read
+// to the topic's end share that answer too, until the next commit.
 func (c *sharedPages) finish(p *sharedPage, envs []*backendpb.OriginatorEnvelope, sizes []int64, got int64, hold *fairshare.Hold, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.bytes -= 2 * c.grant
+	c.bytes -= c.grant
 	p.envs, p.sizes, p.got, p.hold, p.err = envs, sizes, got, hold, err
 	if hold != nil {
 		c.bytes += hold.Held()
-		p.spare = hold.Held() - got
 	}
 	close(p.ready)
-	if err != nil || len(envs) == 0 {
+	if err != nil {
 		c.dropLocked(p)
 	}
 	c.maybeFreeLocked(p)
 }
 
-// spareBytes is what a page of n envelopes holding got stored bytes is
-// charged beyond them: room for one encoding of each envelope as a
-// transport's response (the envelope and its sequence id and timestamp).
-func spareBytes(got int64, n int) int64 { return got + 64*int64(n) }
+// noWait is an ended context: a hold acquired with it is granted only
+// when it fits at once.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // errNotShared is a page that could not be shared; its readers read on
 // their own.
@@ -258,11 +263,8 @@ func (s *Service) readShared(ctx context.Context, topic []byte, after uint64, no
 		var got int64
 		envs, sizes, got, err = s.readPage(ctx, hold, topic, after, s.opts.MaxPageSize)
 		if err == nil {
-			if err = hold.Grow(ctx, spareBytes(got, len(envs))); err == nil {
-				c.finish(p, envs, sizes, got, hold, nil)
-				return p, nil
-			}
-			err = fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
+			c.finish(p, envs, sizes, got, hold, nil)
+			return p, nil
 		}
 		hold.Close()
 	}
@@ -293,26 +295,28 @@ func (c *sharedPages) share(ctx context.Context, p *sharedPage, e *backendpb.Ori
 	c.mu.Unlock()
 	var once sync.Once
 	release = func() { once.Do(func() { c.unref(p) }) }
-	m.once.Do(func() {
-		var n int64
-		m.v, n, m.err = build()
-		if m.err != nil {
-			return
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.v == nil {
+		v, n, err := build()
+		if err != nil {
+			release()
+			return nil, nil, err
 		}
-		// The value's bytes count against the budget once, within the
-		// spare the page was charged for; beyond it the value is not
-		// shared (a second compression of a large page).
+		// The value's bytes count against the budget once, to the shared
+		// pages' principal, when there is room now: a value that would
+		// wait for room is not shared (the caller sends its own, under
+		// its own principals), and a later caller tries again.
+		h, err := c.budget.Acquire(noWait, c.ps, n)
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("%w: no read budget for %d shared bytes now", errNotShared, n)
+		}
 		c.mu.Lock()
-		if n > p.spare {
-			m.v, m.err = nil, fmt.Errorf("%w: %d bytes, %d spare", errNotShared, n, p.spare)
-		} else {
-			p.spare -= n
-		}
+		p.memoed += n
+		c.bytes += n
 		c.mu.Unlock()
-	})
-	if m.err != nil {
-		release()
-		return nil, nil, m.err
+		m.v, m.hold = v, h
 	}
 	return m.v, release, nil
 }
