@@ -122,6 +122,25 @@ func TestCOMP555_OneCommitReachesEveryStreamWithinTheReadBudget(t *testing.T) {
 			}()
 		}
 	}
+	// The read budget in use, sampled while the fan-out runs: a sample
+	// can miss the peak, never exceed it.
+	var peak atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := svc.ReadBudgetInUse(); n > peak.Load() {
+				peak.Store(n)
+			}
+			select {
+			case <-all:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
 	if _, err := pub.Publish(ctx, &deliverypb.PublishRequest{Envelopes: []*backendpb.ClientEnvelope{
 		transporttest.GroupMessage(topic, payload)}}); err != nil {
 		t.Fatal(err)
@@ -133,6 +152,13 @@ func TestCOMP555_OneCommitReachesEveryStreamWithinTheReadBudget(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("%d of %d streams received the commit (read budget in use %d of %d)", got.Load(), conns*perConn, svc.ReadBudgetInUse(), budget)
 	}
+	<-sampled
+	// COMP-556, COMP-557: the page and its encoded response, once, and
+	// the grant of the read after it (a page is read under a grant of
+	// the largest page, MaxPageBytes).
+	if p := peak.Load(); p > 4*size+64<<10 {
+		t.Fatalf("read budget in use peaked at %d bytes for one %d-byte envelope", p, size)
+	}
 	if n := srv.Stats().Refused[LimitQueuedBytes]; n != 0 {
 		t.Fatalf("%d connections shed during the fan-out", n)
 	}
@@ -143,5 +169,21 @@ func TestCOMP555_OneCommitReachesEveryStreamWithinTheReadBudget(t *testing.T) {
 			t.Fatalf("read budget in use %d after every stream received the commit", svc.ReadBudgetInUse())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// COMP-558: a delivery of a message shared by several streams costs 1
+// token per envelope and 1 per started 256 KiB; one sent to one stream
+// costs 1 per started 64 KiB (COMP-146).
+func TestCOMP558_SharedDeliveryCost(t *testing.T) {
+	for _, c := range []struct{ bytes, own, shared int }{
+		{100, 2, 2}, {64 << 10, 2, 2}, {320 << 10, 6, 3}, {1 << 20, 17, 5},
+	} {
+		if got := cost(1, c.bytes); got != c.own {
+			t.Errorf("cost of one %d-byte envelope = %d, want %d", c.bytes, got, c.own)
+		}
+		if got := sharedCost(1, c.bytes); got != c.shared {
+			t.Errorf("shared cost of one %d-byte envelope = %d, want %d", c.bytes, got, c.shared)
+		}
 	}
 }

@@ -99,11 +99,11 @@ type Options struct {
 	// raised to one page when smaller.
 	ReadBudgetBytes int64
 	// SharedPageBytes bounds the pages that subscriptions at the same
-	// cursor of a topic share, read and decoded once for all of them and
-	// charged once to the read budget with room for one encoding of each
-	// envelope (COMP-555, COMP-556). Default an eighth of ReadBudgetBytes,
-	// at least two pages; negative turns sharing off (every subscription
-	// reads its own page).
+	// cursor of a topic share, read and decoded once for all of them, and
+	// a transport's responses encoded once from them, each charged once
+	// to the read budget (COMP-555 to COMP-557). Default an eighth of
+	// ReadBudgetBytes, at least four pages (raised to two); negative turns
+	// sharing off (every subscription reads its own page).
 	SharedPageBytes int64
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
@@ -179,7 +179,7 @@ func (o *Options) withDefaults() Options {
 	}
 	r.ReadBudgetBytes = max(r.ReadBudgetBytes, int64(r.pageGrant()))
 	if r.SharedPageBytes == 0 {
-		r.SharedPageBytes = max(r.ReadBudgetBytes/8, 2*int64(r.pageGrant()))
+		r.SharedPageBytes = max(r.ReadBudgetBytes/8, 4*int64(r.pageGrant()))
 	}
 	return r
 }

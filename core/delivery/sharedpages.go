@@ -102,7 +102,9 @@ func (c *sharedPages) get(topic string, after uint64, notBefore time.Time) (p *s
 		}
 		c.dropLocked(p)
 	}
-	if c.bytes+c.grant > c.max {
+	// A page is read under a grant of the largest page; the same again
+	// stays free for the responses encoded from the pages (share).
+	if c.bytes+2*c.grant > c.max {
 		return nil, false, false
 	}
 	p = &sharedPage{key: pageKey{topic, after}, started: now, ready: make(chan struct{}), refs: 1, kept: true}
