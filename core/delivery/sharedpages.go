@@ -18,7 +18,8 @@ import (
 // once, to the shared pages' own principal (COMP-556), and stays in
 // memory while a subscription or a queued response refers to it.
 //
-// A page is kept only while it is the topic's current page: a commit to
+// A page is kept for later readers at its cursor while something refers
+// to it and it is the topic's current page: a commit to
 // the topic (the hub's notify, which runs after the commit is visible)
 // drops every kept page of it, so a subscription woken by that commit
 // reads the database again and cannot take a page read before the commit.
