@@ -111,8 +111,11 @@ type subscription struct {
 	pollAt   time.Time
 	// shared is the shared page buf came from (sharedpages.go), held by
 	// reference until the caller comes back after its last envelope; the
-	// page's bytes are charged to the shared pages, not to hold.
-	shared *sharedPage
+	// page's bytes are charged to the budget once, by the shared pages,
+	// and to this subscription's principals' shares by shareHold
+	// (COMP-556), not to hold.
+	shared    *sharedPage
+	shareHold *fairshare.Hold
 	// fresh[i] is when topic i was last woken by the poll timer: a
 	// shared page read before it is read again.
 	fresh []time.Time
@@ -161,6 +164,7 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 	// COMP-321: the pages this subscription holds count against the
 	// shares of the principals it was opened by.
 	sub.hold = s.newHold(ctx)
+	sub.shareHold, _ = s.budget.AcquireShares(ctx, fairshare.From(ctx), 0) // holding 0 bytes never waits
 	// Register before the first read so that no commit between the read
 	// and the registration goes unnoticed; every topic starts woken (its
 	// backlog).
@@ -376,6 +380,13 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 	sp, err := sub.svc.readShared(rctx, topic, sub.cursors[i], sub.fresh[i])
 	switch {
 	case err == nil:
+		// COMP-556: the page counts against this subscription's
+		// principals' shares while it keeps it, as its own page would.
+		if err := sub.shareHold.Grow(rctx, sp.got); err != nil {
+			sub.svc.shared.unref(sp)
+			return fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
+		}
+		sub.shared = sp
 		page, sizes, got = append([]*backendpb.OriginatorEnvelope(nil), sp.envs...), sp.sizes, sp.got
 	case errors.Is(err, errNotShared):
 		page, sizes, got, err = sub.svc.readPage(rctx, sub.hold, topic, sub.cursors[i], sub.svc.opts.MaxPageSize)
@@ -390,7 +401,7 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 	through, left, err := sub.svc.leftThrough(rctx, sub.caller, topic)
 	if err != nil {
 		if sp != nil {
-			sub.svc.shared.unref(sp)
+			sub.dropShared()
 		} else {
 			sub.release(got)
 		}
@@ -404,7 +415,7 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 			sub.release(dropped)
 		}
 	}
-	sub.buf, sub.sizes, sub.bufTopic, sub.shared = page, sizes, i, sp
+	sub.buf, sub.sizes, sub.bufTopic = page, sizes, i
 	if !cut && sub.svc.mayContinue(len(page), got) {
 		sub.mark(sub.topics[i])
 	}
@@ -414,6 +425,7 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 // dropShared gives up the reference to the shared page buf came from.
 func (sub *subscription) dropShared() {
 	if sub.shared != nil {
+		sub.shareHold.Release(sub.shareHold.Held())
 		sub.svc.shared.unref(sub.shared)
 		sub.shared = nil
 	}
@@ -450,6 +462,7 @@ func (sub *subscription) end(err error) {
 	defer sub.nextMu.Unlock()
 	sub.hold.Close()
 	sub.dropShared()
+	sub.shareHold.Close()
 	sub.buf, sub.sizes, sub.lastSize = nil, nil, 0
 }
 
