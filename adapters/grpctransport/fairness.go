@@ -301,11 +301,29 @@ func (s *Server) queue(ctx context.Context, c *conn, n int, ho *fairshare.Handof
 		}
 		release = r
 	}
+	s.enqueue(c, n, release)
+	return nil
+}
+
+// queueHeld counts a response of n bytes queued on c whose bytes the
+// read budget holds already, once for every connection it is queued on
+// (a shared response, COMP-557); release gives up c's reference to them
+// once c has written it.
+func (s *Server) queueHeld(c *conn, n int, release func()) {
+	if c.raw == nil || n <= 0 {
+		release()
+		return
+	}
+	s.enqueue(c, n, release)
+}
+
+// enqueue counts n bytes queued on c, to be released once written.
+func (s *Server) enqueue(c *conn, n int, release func()) {
 	c.out.mu.Lock()
 	if c.out.closed {
 		c.out.mu.Unlock()
 		release()
-		return nil
+		return
 	}
 	c.out.queued += int64(n)
 	c.out.holds = append(c.out.holds, queuedHold{mark: c.out.queued, release: release})
@@ -313,7 +331,6 @@ func (s *Server) queue(ctx context.Context, c *conn, n int, ho *fairshare.Handof
 	s.outMu.Lock()
 	s.outConns[c] = struct{}{}
 	s.outMu.Unlock()
-	return nil
 }
 
 // settle releases the holds of c's responses the connection has written,

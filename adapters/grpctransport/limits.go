@@ -301,6 +301,14 @@ func cost(envelopes, bytes int) int {
 	return envelopes + (bytes+64<<10-1)/(64<<10)
 }
 
+// sharedCost is the token cost of sending one stream a message shared
+// with other streams (COMP-558): one per envelope and one per started
+// 256 KiB. The read, decode and encode behind it are done once for all
+// of them; what each stream costs is the write.
+func sharedCost(envelopes, bytes int) int {
+	return envelopes + (bytes+256<<10-1)/(256<<10)
+}
+
 // Listener returns l limited to the server's MaxConnections: a
 // connection beyond it is closed at once (and counted), so the clients
 // already connected keep their memory and CPU (COMP-145).

@@ -69,7 +69,8 @@ import (
 // COMP-146): a call costs 1, a publish 1 more per envelope and per
 // started 64 KiB, a query as much for what it returned, a subscribe 1 per
 // cursor, and each envelope a subscription delivers 1 plus 1 per started
-// 64 KiB.
+// 64 KiB, or per started 256 KiB when it is sent in a message encoded once
+// for several streams (COMP-558).
 type ServerOptions struct {
 	// RatePerSecond is each connection's token rate; default 1000.
 	// Negative disables the per-connection limit.

@@ -2,6 +2,7 @@ package grpctransport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -103,7 +104,16 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 		if err := s.awaitRoom(ctx, c); err != nil {
 			return s.status(ctx, err)
 		}
-		e, err := sub.Next(ctx)
+		var (
+			e     *backendpb.OriginatorEnvelope
+			share shareFunc
+			err   error
+		)
+		if ss, ok := sub.(sharedSubscription); ok {
+			e, share, err = ss.NextShared(ctx)
+		} else {
+			e, err = sub.Next(ctx)
+		}
 		if err != nil {
 			if s.closing.Err() != nil {
 				return s.status(ctx, exposed{fmt.Errorf("%w: server shutting down", ports.ErrUnavailable)}) // an answer, not a failure to log
@@ -114,8 +124,20 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 			s.opts.Logger.Warn("subscription ended", "err", err)
 			return s.status(ctx, err)
 		}
-		msg := &deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}
 		size := proto.Size(e)
+		if share != nil && size >= minSharedBytes {
+			sent, err := s.sendShared(ctx, c, stream, e, share, sending)
+			if errors.Is(err, errStreamStop) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if sent {
+				continue
+			}
+		}
+		msg := &deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}
 		if b, ok := sub.(bufferedSubscription); ok {
 			for len(msg.Envelopes) < maxSendEnvelopes && size < maxSendBytes {
 				more, ok := b.TryNext()
@@ -139,4 +161,84 @@ func (s *Server) pump(ctx context.Context, c *conn, sub ports.Subscription, stre
 			return err
 		}
 	}
+}
+
+// shareFunc is [delivery.ShareFunc]: it builds a value once for every
+// subscription handed the same shared envelope, charging its bytes to
+// the read budget once, and holds it until release.
+type shareFunc = func(ctx context.Context, key any, build func() (v any, bytes int64, err error)) (v any, release func(), err error)
+
+// sharedSubscription is an optional interface of a [ports.Subscription]
+// (core/delivery's has it): NextShared is Next, and when the envelope is
+// shared with other subscriptions (one commit woke them all), share
+// builds what they all send, once. The envelope is then shared: the
+// server only encodes it.
+type sharedSubscription interface {
+	NextShared(ctx context.Context) (*backendpb.OriginatorEnvelope, shareFunc, error)
+}
+
+// An envelope of at least minSharedBytes that other subscriptions share
+// is sent alone, in a message encoded once for all of them (COMP-557);
+// a smaller one is sent with what the subscription holds, encoded per
+// stream.
+const minSharedBytes = 16 << 10
+
+// preparedResponse is a subscription message encoded once.
+type preparedResponse struct {
+	msg  *grpc.PreparedMsg
+	size int
+}
+
+// errStreamStop is a stream's ctx ending while a send waited.
+var errStreamStop = errors.New("stream stopped")
+
+// sendShared sends shared envelope e as the one message every stream
+// handed e sends (COMP-557): encoded once per compression, its bytes
+// charged to the read budget once for all the connections it is queued
+// on, its tokens at the shared cost. It reports false when e cannot be
+// sent that way; the caller then sends it as its own message.
+func (s *Server) sendShared(ctx context.Context, c *conn, stream grpc.ServerStreamingServer[deliverypb.SubscribeResponse], e *backendpb.OriginatorEnvelope, share shareFunc, sending *atomic.Int64) (bool, error) {
+	enc, ok := sendCompression(stream.Context())
+	if !ok {
+		return false, nil
+	}
+	v, release, err := share(ctx, sharedKey{enc}, func() (any, int64, error) {
+		msg := &deliverypb.SubscribeResponse{Envelopes: []*backendpb.OriginatorEnvelope{e}}
+		pm := new(grpc.PreparedMsg)
+		if err := pm.Encode(stream, msg); err != nil {
+			return nil, 0, err
+		}
+		n := proto.Size(msg)
+		return preparedResponse{msg: pm, size: n}, int64(n), nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, errStreamStop
+		}
+		return false, nil
+	}
+	pr := v.(preparedResponse)
+	if err := s.wait(ctx, c, sharedCost(1, pr.size)); err != nil {
+		release()
+		return false, errStreamStop // ctx ended while waiting for tokens
+	}
+	s.queueHeld(c, pr.size, release)
+	sending.Store(time.Now().UnixNano())
+	err = stream.SendMsg(pr.msg)
+	sending.Store(0)
+	return true, err
+}
+
+// sharedKey names the encoded form of a shared envelope: one per
+// compression the streams answer with.
+type sharedKey struct{ encoding string }
+
+// sendCompression returns the compression a stream's responses use: the
+// request's, which the server answers with (it sets none of its own).
+func sendCompression(ctx context.Context) (string, bool) {
+	st, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string })
+	if !ok {
+		return "", false
+	}
+	return st.RecvCompress(), true
 }

@@ -98,6 +98,13 @@ type Options struct {
 	// waits (within its ctx) for budget to free up. Default 256 MiB; it is
 	// raised to one page when smaller.
 	ReadBudgetBytes int64
+	// SharedPageBytes bounds the pages that subscriptions at the same
+	// cursor of a topic share, read and decoded once for all of them, and
+	// a transport's responses encoded once from them, each charged once
+	// to the read budget (COMP-555 to COMP-557). Default an eighth of
+	// ReadBudgetBytes, at least four pages (raised to two); negative turns
+	// sharing off (every subscription reads its own page).
+	SharedPageBytes int64
 	// MaxCursors bounds the topics of one subscription; default 1024.
 	MaxCursors int
 	// PollInterval, when positive, makes each subscription re-read its
@@ -171,6 +178,9 @@ func (o *Options) withDefaults() Options {
 		r.ReadBudgetBytes = 256 << 20
 	}
 	r.ReadBudgetBytes = max(r.ReadBudgetBytes, int64(r.pageGrant()))
+	if r.SharedPageBytes == 0 {
+		r.SharedPageBytes = max(r.ReadBudgetBytes/8, 4*int64(r.pageGrant()))
+	}
 	return r
 }
 
@@ -191,6 +201,9 @@ type Service struct {
 	opts   Options
 	hub    *hub
 	budget *fairshare.Budget
+	// shared holds the pages subscriptions share (sharedpages.go), nil
+	// when sharing is off.
+	shared *sharedPages
 	quotas *quotas
 	// admitted: identity updates admitted lately (replay.go)
 	admitted *admitted
@@ -217,6 +230,10 @@ func New(store ports.EnvelopeStore, opts *Options) *Service {
 	o := opts.withDefaults()
 	s := &Service{store: store, opts: o, hub: newHub(), budget: fairshare.New(o.ReadBudgetBytes, int64(o.pageGrant())),
 		quotas: newQuotas(o.Quotas), admitted: newAdmitted()}
+	if o.SharedPageBytes > 0 {
+		s.shared = newSharedPages(s.budget, max(o.SharedPageBytes, 2*int64(o.pageGrant())), int64(o.pageGrant()))
+		s.hub.pages = s.shared
+	}
 	if o.PublicGroups != nil {
 		var ok bool
 		if s.states, ok = store.(ports.PublicStateStore); !ok {

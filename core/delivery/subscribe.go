@@ -2,9 +2,12 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/regroup-mls/regroup/internal/fairshare"
 	"github.com/regroup-mls/regroup/ports"
@@ -15,6 +18,9 @@ import (
 type hub struct {
 	mu   sync.Mutex
 	subs map[string]map[*subscription]struct{}
+	// pages, when not nil, drops a topic's shared pages before its
+	// subscriptions are woken: a woken subscription reads the commit.
+	pages *sharedPages
 }
 
 func newHub() *hub { return &hub{subs: make(map[string]map[*subscription]struct{})} }
@@ -44,6 +50,9 @@ func (h *hub) remove(s *subscription, topics []string) {
 }
 
 func (h *hub) notifyAll() {
+	if h.pages != nil {
+		h.pages.invalidateAll()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range h.subs {
@@ -54,6 +63,9 @@ func (h *hub) notifyAll() {
 }
 
 func (h *hub) notify(topic []byte) {
+	if h.pages != nil {
+		h.pages.invalidate(string(topic))
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[string(topic)] {
@@ -97,6 +109,16 @@ type subscription struct {
 	lastSize int64
 	failed   error
 	pollAt   time.Time
+	// shared is the shared page buf came from (sharedpages.go), held by
+	// reference until the caller comes back after its last envelope; the
+	// page's bytes are charged to the budget once, by the shared pages,
+	// and to this subscription's principals' shares by shareHold
+	// (COMP-556), not to hold.
+	shared    *sharedPage
+	shareHold *fairshare.Hold
+	// fresh[i] is when topic i was last woken by the poll timer: a
+	// shared page read before it is read again.
+	fresh []time.Time
 }
 
 // Subscribe delivers, for each cursor, every envelope after it in sequence
@@ -118,6 +140,7 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 		wake:    make(chan struct{}, 1),
 		queued:  make([]bool, len(cursors)),
 		pending: make([]int, 0, len(cursors)),
+		fresh:   make([]time.Time, len(cursors)),
 	}
 	for i, c := range cursors {
 		kind, err := checkRead(caller, c.Topic)
@@ -141,6 +164,7 @@ func (s *Service) Subscribe(ctx context.Context, caller ports.Caller, cursors []
 	// COMP-321: the pages this subscription holds count against the
 	// shares of the principals it was opened by.
 	sub.hold = s.newHold(ctx)
+	sub.shareHold, _ = s.budget.AcquireShares(ctx, fairshare.From(ctx), 0) // holding 0 bytes never waits
 	// Register before the first read so that no commit between the read
 	// and the registration goes unnoticed; every topic starts woken (its
 	// backlog).
@@ -202,9 +226,47 @@ func (sub *subscription) nextPoll() time.Time {
 // has none at hand. Once the subscription has ended, Next reports why:
 // an error wrapping [ports.ErrClosed] after Close or when the Subscribe
 // ctx ended, or the read failure that ended it.
+//
+// An envelope of a page shared with other subscriptions (COMP-555) is
+// handed out as a copy: the caller owns what Next returns.
 func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelope, error) {
 	sub.nextMu.Lock()
 	defer sub.nextMu.Unlock()
+	e, err := sub.next(ctx)
+	if err == nil && sub.shared != nil {
+		e = proto.CloneOf(e)
+	}
+	return e, err
+}
+
+// ShareFunc builds, once per key for a shared envelope, a value every
+// subscription handed that envelope uses (a transport's encoded
+// response), charging its bytes to the read budget once; release gives
+// up the caller's reference, which keeps the value and the envelope's
+// page in memory and charged until then. The value is shared: callers
+// must not change it.
+type ShareFunc = func(ctx context.Context, key any, build func() (v any, bytes int64, err error)) (v any, release func(), err error)
+
+// NextShared is Next for a server that sends what it is handed without
+// changing it: when the envelope comes from a page shared with other
+// subscriptions (COMP-555), it is the shared envelope itself, which the
+// caller must not change, and share builds values shared with the
+// others; share is nil otherwise.
+func (sub *subscription) NextShared(ctx context.Context) (e *backendpb.OriginatorEnvelope, share ShareFunc, err error) {
+	sub.nextMu.Lock()
+	defer sub.nextMu.Unlock()
+	e, err = sub.next(ctx)
+	if err != nil || sub.shared == nil {
+		return e, nil, err
+	}
+	p, pages := sub.shared, sub.svc.shared
+	return e, func(ctx context.Context, key any, build func() (any, int64, error)) (any, func(), error) {
+		return pages.share(ctx, p, e, key, build)
+	}, nil
+}
+
+// next is Next without the copy; nextMu must be held.
+func (sub *subscription) next(ctx context.Context) (*backendpb.OriginatorEnvelope, error) {
 	for {
 		if e, ok := sub.takeBuffered(); ok {
 			return e, nil
@@ -239,7 +301,8 @@ func (sub *subscription) Next(ctx context.Context) (*backendpb.OriginatorEnvelop
 // TryNext returns the next envelope when the subscription holds one
 // already read, without reading or waiting; ok is false otherwise. A
 // server that sends several envelopes per message takes them with it
-// after Next returned one.
+// after Next returned one. An envelope of a shared page is the shared
+// envelope itself (see NextShared): the caller must not change it.
 func (sub *subscription) TryNext() (*backendpb.OriginatorEnvelope, bool) {
 	sub.nextMu.Lock()
 	defer sub.nextMu.Unlock()
@@ -256,13 +319,16 @@ func (sub *subscription) takeBuffered() (*backendpb.OriginatorEnvelope, bool) {
 	sub.release(sub.lastSize)
 	sub.lastSize = 0
 	if len(sub.buf) == 0 {
+		sub.dropShared()
 		return nil, false
 	}
 	e, n := sub.buf[0], sub.sizes[0]
 	sub.buf[0] = nil
 	sub.buf, sub.sizes = sub.buf[1:], sub.sizes[1:]
 	sub.cursors[sub.bufTopic] = e.GetSequenceId()
-	sub.lastSize = n
+	if sub.shared == nil {
+		sub.lastSize = n
+	}
 	if c := sub.svc.opts.Clock; c != nil {
 		sub.svc.opts.Observer.Delivered(time.Duration(c.Now().UnixNano() - e.GetServerTimestampNs()))
 	}
@@ -284,6 +350,10 @@ func (sub *subscription) wait(ctx context.Context) error {
 	case <-sub.wake:
 	case <-pollC:
 		sub.pollAt = sub.nextPoll()
+		now := time.Now()
+		for i := range sub.fresh {
+			sub.fresh[i] = now
+		}
 		sub.markAll()
 	case <-sub.ctx.Done():
 	case <-ctx.Done():
@@ -298,28 +368,67 @@ func (sub *subscription) read(ctx context.Context, i int) error {
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(sub.ctx, cancel)()
-	page, sizes, got, err := sub.svc.readPage(rctx, sub.hold, []byte(sub.topics[i]), sub.cursors[i], sub.svc.opts.MaxPageSize)
-	if err != nil {
+	topic := []byte(sub.topics[i])
+	var (
+		page  []*backendpb.OriginatorEnvelope
+		sizes []int64
+		got   int64
+	)
+	// COMP-555: the subscriptions at the same cursor share one read of
+	// the page; this one takes its own copy of the list, which it cuts
+	// and empties, never of the envelopes.
+	sp, err := sub.svc.readShared(rctx, topic, sub.cursors[i], sub.fresh[i])
+	switch {
+	case err == nil:
+		// COMP-556: the page counts against this subscription's
+		// principals' shares while it keeps it, as its own page would.
+		if err := sub.shareHold.Grow(rctx, sp.got); err != nil {
+			sub.svc.shared.unref(sp)
+			return fmt.Errorf("%w: waiting for read budget: %w", ports.ErrUnavailable, err)
+		}
+		sub.shared = sp
+		page, sizes, got = append([]*backendpb.OriginatorEnvelope(nil), sp.envs...), sp.sizes, sp.got
+	case errors.Is(err, errNotShared):
+		page, sizes, got, err = sub.svc.readPage(rctx, sub.hold, topic, sub.cursors[i], sub.svc.opts.MaxPageSize)
+		if err != nil {
+			return err
+		}
+	default:
 		return err
 	}
 	// A user who left the group reads nothing above its leave request
 	// (leave.go); a page cut short is the topic's end for it.
-	through, left, err := sub.svc.leftThrough(rctx, sub.caller, []byte(sub.topics[i]))
+	through, left, err := sub.svc.leftThrough(rctx, sub.caller, topic)
 	if err != nil {
-		sub.release(got)
+		if sp != nil {
+			sub.dropShared()
+		} else {
+			sub.release(got)
+		}
 		return err
 	}
 	var cut bool
 	if left {
 		var dropped int64
 		page, sizes, dropped, cut = cutLeft(page, sizes, through)
-		sub.release(dropped)
+		if sp == nil {
+			sub.release(dropped)
+		}
 	}
 	sub.buf, sub.sizes, sub.bufTopic = page, sizes, i
 	if !cut && sub.svc.mayContinue(len(page), got) {
 		sub.mark(sub.topics[i])
 	}
 	return nil
+}
+
+// dropShared gives up the reference to the shared page buf came from.
+func (sub *subscription) dropShared() {
+	if sub.shared != nil {
+		sub.shareHold.Release(sub.shareHold.Held())
+		sub.svc.shared.unref(sub.shared)
+		sub.shared = nil
+	}
 }
 
 func (sub *subscription) release(n int64) {
@@ -352,6 +461,8 @@ func (sub *subscription) end(err error) {
 	sub.nextMu.Lock()
 	defer sub.nextMu.Unlock()
 	sub.hold.Close()
+	sub.dropShared()
+	sub.shareHold.Close()
 	sub.buf, sub.sizes, sub.lastSize = nil, nil, 0
 }
 

@@ -140,6 +140,20 @@ func (b *Budget) Acquire(ctx context.Context, ps []Principal, n int64) (*Hold, e
 	return h, nil
 }
 
+// AcquireShares is Acquire against the principals' shares only, not
+// the whole budget: bytes counted in the budget once already (a page
+// several principals' readers share) still count against the share of
+// each principal that keeps them.
+func (b *Budget) AcquireShares(ctx context.Context, ps []Principal, n int64) (*Hold, error) {
+	gs := b.gates(ps)
+	h := &Hold{b: b, gates: gs[:len(gs)-1]} // the global gate comes last
+	if err := h.Grow(ctx, n); err != nil {
+		b.unref(h.gates)
+		return nil, err
+	}
+	return h, nil
+}
+
 // Grow holds n more bytes for the same principals.
 func (h *Hold) Grow(ctx context.Context, n int64) error {
 	if n <= 0 {
