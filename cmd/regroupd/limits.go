@@ -184,9 +184,10 @@ func (s *server) listenExtra(addrs string) error {
 }
 
 // registerFairMetrics exports, per read-budget share kind, how many reads
-// waited because that share (or, for "global", the whole budget) was full.
+// waited because that share (or, for "global", the whole budget; for
+// "shared", the pages subscriptions share) was full.
 func (s *server) registerFairMetrics(reg *prometheus.Registry) {
-	for _, kind := range []string{"connection", "identity", "address", "anonymous", "global"} {
+	for _, kind := range []string{"connection", "identity", "address", "anonymous", "shared", "global"} {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "regroupd", Name: "read_budget_waits_total",
 			Help:        "Reads that waited for read budget, by the share that was full (global: the whole budget).",
 			ConstLabels: prometheus.Labels{"share": kind}}, func() float64 { return float64(s.svc.ReadBudgetWaits()[kind]) }))
