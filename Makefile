@@ -23,6 +23,8 @@ GO        ?= go
 FUZZTIME  ?= 30s
 FUZZMINIMIZE ?= 0
 FUZZCI_TIME ?= 200x
+FUZZJOBS ?= 1
+FUZZCI_JOBS ?= 2
 HOSTILE_MIXES ?= 200
 ACCEPTANCE_COMMITS ?= 200
 BENCHTIME ?= 1s
@@ -73,20 +75,21 @@ bench:
 # "context deadline exceeded", which targets with large inputs (stored group
 # state) hit now and then. A crasher is still written to testdata/fuzz;
 # minimize it with FUZZMINIMIZE=30s or go test -fuzzminimizetime by hand.
+# FUZZJOBS targets run at once (each builds its own instrumented test
+# binary, which is most of a short run's time).
 fuzz:
 	@set -e; grep -rn --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . \
 		| sed -E 's#^\./(.*)/[^/]+_test\.go:[0-9]+:func (Fuzz[A-Za-z0-9_]*)\(.*#./\1 \2#' \
-		| sort -u | while read -r pkg target; do \
-		echo "== $$pkg $$target ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$pkg"; \
-	done
+		| sort -u | xargs -P $(FUZZJOBS) -L 1 sh -c \
+		'out=$$($(GO) test -run "^\$$" -fuzz "^$$1\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) "$$0" 2>&1); rc=$$?; \
+		printf "== %s %s ($(FUZZTIME))\n%s\n" "$$0" "$$1" "$$out"; exit $$rc'
 
 # The bounded run CI makes of every fuzz target: each starts from its seed
 # corpus (f.Add seeds and testdata/fuzz, valid messages of the engine and
 # the services) and mutates for FUZZCI_TIME. A crasher fails the step and
 # is written to the target's testdata/fuzz.
 fuzz-ci:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZCI_TIME)
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZCI_TIME) FUZZJOBS=$(FUZZCI_JOBS)
 
 # The hostile delivery service: every scenario under each fault, then
 # HOSTILE_MIXES seeded random mixes of three faults (make test runs a
