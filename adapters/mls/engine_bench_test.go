@@ -338,7 +338,20 @@ func allocated(fn func()) (bytes, allocs uint64) {
 	return after.TotalAlloc - before.TotalAlloc, after.Mallocs - before.Mallocs
 }
 
-func benchmarkEngineJoin(b *testing.B, n int, kind benchStore) {
+// joinBench is a group of n-1 members whose creator a added j, and the
+// Welcome j joins with.
+type joinBench struct {
+	a   *installation
+	j   *storedInstallation
+	gid []byte
+	kp  ports.KeyPackageBundle
+	out ports.CommitOutput
+	rec ports.KeyPackageRecord
+}
+
+// newJoinBench builds a group of n-1 members in memory and the commit
+// that adds a joiner whose state is in st.
+func newJoinBench(b *testing.B, n int, st ports.Store) *joinBench {
 	ctx := context.Background()
 	a := newInstallationTB(b, "inbox-a")
 	gid := []byte("engine-join")
@@ -355,12 +368,32 @@ func benchmarkEngineJoin(b *testing.B, n int, kind benchStore) {
 	if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
 		b.Fatal(err)
 	}
-	j := newStoredInstallation(b, kind.open(b, "joiner"), "joiner")
+	j := newStoredInstallation(b, st, "joiner")
 	kp := keyPackageOf(b, j.engine, j.sig, j.inbox)
 	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
 	if err != nil {
 		b.Fatal(err)
 	}
+	rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
+	return &joinBench{a: a, j: j, gid: gid, kp: kp, out: out, rec: rec}
+}
+
+// join stages and installs the Welcome in a transaction rolled back.
+func (jb *joinBench) join(b *testing.B) {
+	jb.j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
+		st, err := jb.j.engine.StageWelcome(ctx, tx, jb.out.Welcome, jb.rec)
+		if err != nil {
+			return err
+		}
+		_, err = jb.j.engine.InstallWelcome(ctx, tx, st.Handle)
+		return err
+	})
+}
+
+func benchmarkEngineJoin(b *testing.B, n int, kind benchStore) {
+	ctx := context.Background()
+	jbench := newJoinBench(b, n, kind.open(b, "joiner"))
+	a, j, gid, kp, out := jbench.a, jbench.j, jbench.gid, jbench.kp, jbench.out
 	g, err := a.engine.LoadGroup(ctx, a.tx, gid)
 	if err != nil {
 		b.Fatal(err)
@@ -370,21 +403,11 @@ func benchmarkEngineJoin(b *testing.B, n int, kind benchStore) {
 	if err := codec.Unmarshal(kp.KeyPackage, &mkp); err != nil {
 		b.Fatal(err)
 	}
-	rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
 	var joined, mem, ref time.Duration
 	var bytes, allocs, memBytes uint64
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		jb, ja := allocated(func() {
-			j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
-				st, err := j.engine.StageWelcome(ctx, tx, out.Welcome, rec)
-				if err != nil {
-					return err
-				}
-				_, err = j.engine.InstallWelcome(ctx, tx, st.Handle)
-				return err
-			})
-		})
+		jb, ja := allocated(func() { jbench.join(b) })
 		t1 := time.Now()
 		mb, _ := allocated(func() {
 			m, err := framing.Decode(out.Welcome)

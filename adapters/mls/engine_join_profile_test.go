@@ -1,15 +1,12 @@
 package mls_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"testing"
-
-	"github.com/regroup-mls/regroup/ports"
 )
 
 // BenchmarkEngineJoinProfile measures what a join through ports.MLS
@@ -30,39 +27,8 @@ func BenchmarkEngineJoinProfile(b *testing.B) {
 }
 
 func benchmarkEngineJoinProfile(b *testing.B, n int) {
-	ctx := context.Background()
-	a := newInstallationTB(b, "inbox-a")
-	gid := []byte("engine-join")
-	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackageTB(b), nil); err != nil {
-		b.Fatal(err)
-	}
-	var adds [][]byte
-	for i := 2; i < n; i++ {
-		adds = append(adds, newInstallationTB(b, fmt.Sprintf("member-%d", i)).keyPackageTB(b).KeyPackage)
-	}
-	if _, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: adds}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
-		b.Fatal(err)
-	}
-	j := newStoredInstallation(b, openSQLite(b, filepath.Join(b.TempDir(), "joiner.db")), "joiner")
-	kp := keyPackageOf(b, j.engine, j.sig, j.inbox)
-	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{kp.KeyPackage}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec := ports.KeyPackageRecord{Ref: kp.Ref, KeyPackage: kp.KeyPackage, InitPrivateKey: kp.InitPrivateKey, EncryptionPrivateKey: kp.EncryptionPrivateKey}
-	join := func() {
-		j.rolledBack(b, func(ctx context.Context, tx ports.Tx) error {
-			st, err := j.engine.StageWelcome(ctx, tx, out.Welcome, rec)
-			if err != nil {
-				return err
-			}
-			_, err = j.engine.InstallWelcome(ctx, tx, st.Handle)
-			return err
-		})
-	}
+	jb := newJoinBench(b, n, openSQLite(b, filepath.Join(b.TempDir(), "joiner.db")))
+	join := func() { jb.join(b) }
 	dir := os.Getenv("REGROUP_JOIN_PROFILE_DIR")
 	if dir != "" {
 		runtime.MemProfileRate = 1
@@ -73,8 +39,8 @@ func benchmarkEngineJoinProfile(b *testing.B, n int) {
 	var bytes, allocs uint64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		jb, ja := allocated(join)
-		bytes, allocs = bytes+jb, allocs+ja
+		n, a := allocated(join)
+		bytes, allocs = bytes+n, allocs+a
 	}
 	b.StopTimer()
 	runtime.GC()

@@ -15,20 +15,8 @@ import (
 // messages and commits.
 func TestStagedWelcomeKeepsNothingOfTheWelcomeBytes(t *testing.T) {
 	ctx := context.Background()
-	a, b, c := newInstallation(t, "inbox-a"), newInstallation(t, "inbox-b"), newInstallation(t, "inbox-c")
 	gid := []byte("welcome-view")
-	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackage(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	kpb := b.keyPackage(t)
-	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{c.keyPackage(t).KeyPackage, kpb.KeyPackage}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	va, err := a.engine.MergePending(ctx, a.tx, gid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, out, kpb, va := welcomeToB(t, gid)
 	msg := append([]byte{}, out.Welcome...)
 	staged, err := b.engine.StageWelcome(ctx, b.tx, msg, ports.KeyPackageRecord{Ref: kpb.Ref, KeyPackage: kpb.KeyPackage,
 		InitPrivateKey: kpb.InitPrivateKey, EncryptionPrivateKey: kpb.EncryptionPrivateKey})
@@ -80,19 +68,8 @@ func TestStagedWelcomeKeepsNothingOfTheWelcomeBytes(t *testing.T) {
 // and the lists returned before keep what they described.
 func TestCOMP570ViewsShareTheMemberList(t *testing.T) {
 	ctx := context.Background()
-	a, b, c := newInstallation(t, "inbox-a"), newInstallation(t, "inbox-b"), newInstallation(t, "inbox-c")
 	gid := []byte("shared-members")
-	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackage(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	kpb := b.keyPackage(t)
-	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{c.keyPackage(t).KeyPackage, kpb.KeyPackage}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
-		t.Fatal(err)
-	}
+	a, b, out, kpb, _ := welcomeToB(t, gid)
 	staged, err := b.engine.StageWelcome(ctx, b.tx, out.Welcome, ports.KeyPackageRecord{Ref: kpb.Ref, KeyPackage: kpb.KeyPackage,
 		InitPrivateKey: kpb.InitPrivateKey, EncryptionPrivateKey: kpb.EncryptionPrivateKey})
 	if err != nil {
@@ -133,4 +110,24 @@ func TestCOMP570ViewsShareTheMemberList(t *testing.T) {
 			t.Fatalf("member %d differs from the committer's view", i)
 		}
 	}
+}
+
+// welcomeToB has a create the group gid and add c and b; it returns the
+// commit's output (b's Welcome), b's key package and a's view after it.
+func welcomeToB(t *testing.T, gid []byte) (a, b *installation, out ports.CommitOutput, kpb ports.KeyPackageBundle, va ports.GroupView) {
+	t.Helper()
+	ctx := context.Background()
+	a, b, c := newInstallation(t, "inbox-a"), newInstallation(t, "inbox-b"), newInstallation(t, "inbox-c")
+	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackage(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	kpb = b.keyPackage(t)
+	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: [][]byte{c.keyPackage(t).KeyPackage, kpb.KeyPackage}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if va, err = a.engine.MergePending(ctx, a.tx, gid); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, out, kpb, va
 }
