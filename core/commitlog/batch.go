@@ -8,6 +8,7 @@ import (
 	"github.com/oasisprotocol/curve25519-voi/curve/scalar"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 
+	"github.com/regroup-mls/regroup/internal/ed25519batch"
 	"github.com/regroup-mls/regroup/internal/edkey"
 )
 
@@ -36,7 +37,7 @@ import (
 //
 // A is checked once per key and cached (a conversation's commit-log id and
 // its few authors repeat). The R values of one call are checked together
-// by random subset sums multiplied by the group order (torsionFreeAll),
+// by random subset sums multiplied by the group order (ed25519batch.TorsionFree),
 // which misses a small-order component with probability at most 2^-128 —
 // the same bound as the random-linear-combination batch equation itself;
 // the points of a call that fails that test are checked one by one.
@@ -84,7 +85,7 @@ func (v *BatchVerifier) VerifyAll(checks []SignatureCheck) []bool {
 	}
 	// Every R must be torsion-free; when the combined test fails, find the
 	// ones that are not and verify those on their own.
-	if !torsionFreeAll(rs) {
+	if !ed25519batch.TorsionFree(rs) {
 		kept := cands[:0]
 		for j, c := range cands {
 			if rs[j].IsTorsionFree() {

@@ -178,34 +178,6 @@ func TestBatchVerifierMatchesSingleVerification(t *testing.T) {
 	}
 }
 
-// torsionFreeAll detects a single point with a small-order component of
-// any order (2, 4 or 8) among many torsion-free points, and two that would
-// cancel in one subset sum.
-func TestTorsionFreeAllDetectsSmallOrderComponents(t *testing.T) {
-	h := newHostile(t)
-	clean := make([]curve.EdwardsPoint, 300)
-	for i := range clean {
-		clean[i].MulBasepoint(curve.ED25519_BASEPOINT_TABLE, randScalar())
-	}
-	if !torsionFreeAll(clean) {
-		t.Fatal("torsion-free points rejected")
-	}
-	var t2, t4 curve.EdwardsPoint
-	t4.Add(&h.torsn, &h.torsn)
-	t2.Add(&t4, &t4)
-	for name, tor := range map[string]*curve.EdwardsPoint{"order 8": &h.torsn, "order 4": &t4, "order 2": &t2} {
-		for _, at := range [][]int{{7}, {0, 299}, {5, 6, 7, 8}} {
-			pts := append([]curve.EdwardsPoint(nil), clean...)
-			for _, i := range at {
-				pts[i].Add(&pts[i], tor)
-			}
-			if torsionFreeAll(pts) {
-				t.Fatalf("%s component at %v not detected", name, at)
-			}
-		}
-	}
-}
-
 // A batch larger than the subset-sum threshold with torsion-carrying R and
 // mixed-order keys among honest signatures gets crypto/ed25519's answers.
 func TestBatchVerifierLargeBatchMatchesSingle(t *testing.T) {

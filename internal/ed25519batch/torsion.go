@@ -12,6 +12,14 @@ import (
 // probability at most 2^-torsionTests.
 const torsionTests = 128
 
+// TorsionFree reports whether every point lies in the prime-order
+// subgroup, wrong with probability at most 2^-128 (torsionFreeAll, on one
+// goroutine). Verifiers with their own batch equation use it to admit
+// signatures the way this package does.
+func TorsionFree(points []curve.EdwardsPoint) bool {
+	return torsionFreeAll([][]curve.EdwardsPoint{points}, 1)
+}
+
 // torsionFreeAll reports whether every point lies in the prime-order
 // subgroup, spreading the work over up to workers goroutines. For more
 // than torsionTests points it multiplies random subset sums by the group
