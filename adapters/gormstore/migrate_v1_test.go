@@ -18,20 +18,8 @@ import (
 // no comparison is stored yet (the commit log computes one from the
 // entries), and the new lookups work on the old rows.
 func TestSchemaV1StoreOpensAndMigrates(t *testing.T) {
-	old, err := os.ReadFile(filepath.Join("testdata", "schema-v1.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v1.db")
-	if err := os.WriteFile(path, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a schema-1 store: %v", err)
-	}
-	defer st.Close()
+	st := openRecorded(t, "schema-v1.db")
 	var versions []int64
 	if err := st.DB().Table("schema_migrations").Order("version").Pluck("version", &versions).Error; err != nil {
 		t.Fatal(err)
@@ -43,7 +31,7 @@ func TestSchemaV1StoreOpensAndMigrates(t *testing.T) {
 	for i := range g {
 		g[i] = byte(i + 1)
 	}
-	err = st.Tx(ctx, func(tx ports.Tx) error {
+	err := st.Tx(ctx, func(tx ports.Tx) error {
 		grp, err := tx.Groups().Get(ctx, g)
 		if err != nil {
 			return err
@@ -86,4 +74,24 @@ func TestSchemaV1StoreOpensAndMigrates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openRecorded opens a copy of the recorded store testdata/name, which
+// runs every migration step after the one it was recorded at.
+func openRecorded(t *testing.T, name string) *sqlite.Store {
+	t.Helper()
+	old, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatalf("open the recorded store %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }

@@ -2,11 +2,8 @@ package gormstore_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/regroup-mls/regroup/adapters/sqlite"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -14,22 +11,10 @@ import (
 // message index was unique per group and sequence id) opens, and two
 // different messages at one sequence id are then both stored.
 func TestCOMP466_Step4_RecordedStoreKeepsReissuedMessages(t *testing.T) {
-	old, err := os.ReadFile(filepath.Join("testdata", "schema-v1.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v1.db")
-	if err := os.WriteFile(path, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a recorded store: %v", err)
-	}
-	defer st.Close()
+	st := openRecorded(t, "schema-v1.db")
 	g := []byte("group-reissued-0")
-	err = st.Tx(ctx, func(tx ports.Tx) error {
+	err := st.Tx(ctx, func(tx ports.Tx) error {
 		ms := tx.(ports.MessageTx).Messages()
 		for _, text := range []string{"before", "after"} {
 			if _, ins, err := ms.Insert(ctx, ports.Message{GroupID: g, SequenceID: 5, Kind: ports.MessageApplication, Content: []byte(text)}); err != nil || !ins {

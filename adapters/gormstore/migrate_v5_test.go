@@ -4,12 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/regroup-mls/regroup/adapters/sqlite"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -19,22 +16,10 @@ import (
 // the group's messages one by one: SQLite plans it on the index of step
 // 5.
 func TestCOMP552_Step5_RecordedStoreFindsMessagesByGroupAndHash(t *testing.T) {
-	old, err := os.ReadFile(filepath.Join("testdata", "schema-v4.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "v4.db")
-	if err := os.WriteFile(path, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatalf("open a recorded store: %v", err)
-	}
-	defer st.Close()
+	st := openRecorded(t, "schema-v4.db")
 	g := []byte("group-payload-v4")
-	err = st.Tx(ctx, func(tx ports.Tx) error {
+	err := st.Tx(ctx, func(tx ports.Tx) error {
 		ms := tx.(ports.MessageTx).Messages()
 		for i := range 3 {
 			h := sha256.Sum256([]byte(fmt.Sprintf("payload %d", i)))
