@@ -111,6 +111,20 @@ func payloadByGroup(tx *gorm.DB) error {
 	return tx.Exec(`DROP INDEX idx_messages_payload_hash`).Error
 }
 
+// positionsIndexed is step 6: the index on (group, sequence id) covers
+// every row, unconfirmed messages (sequence id 0) included. Insert looks
+// a received message up by group and sequence id on every message read,
+// and neither SQLite nor a generic PostgreSQL plan can use an index whose
+// WHERE clause (sequence_id > 0) the query implies only through a bound
+// value: SQLite planned the lookup on the group's index and read every
+// message of the group (COMP-554).
+func positionsIndexed(tx *gorm.DB) error {
+	if err := tx.Exec(`DROP INDEX messages_topic_position`).Error; err != nil {
+		return err
+	}
+	return tx.Exec(`CREATE INDEX messages_topic_position ON messages (group_id, sequence_id)`).Error
+}
+
 func (m messages) ByPayloadHash(ctx context.Context, groupID, hash []byte) (ports.Message, error) {
 	const op = "message by payload hash"
 	if len(hash) == 0 {

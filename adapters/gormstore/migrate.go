@@ -37,6 +37,7 @@ var migrations = []migration{
 	}},
 	{4, "messages: a sequence id held by more than one message", reissuedPositions},
 	{5, "messages: own messages found by group and payload hash", payloadByGroup},
+	{6, "messages: found by group and sequence id on a full index", positionsIndexed},
 }
 
 // SchemaVersion is the schema version this build migrates databases to.
