@@ -2,9 +2,27 @@ package gormstore
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/regroup-mls/regroup/ports"
 )
+
+var _ ports.BlobPrefixReader = blobs{}
+
+// The blob statements, prepared once per store (see stmtCache).
+const (
+	blobPutSQLite = `INSERT INTO "blobs" ("namespace", "blob_key", "value") VALUES (?, ?, ?)
+ON CONFLICT ("namespace", "blob_key") DO UPDATE SET "value" = excluded."value"`
+	blobPutPostgres = `INSERT INTO "blobs" ("namespace", "blob_key", "value") VALUES ($1, $2, $3)
+ON CONFLICT ("namespace", "blob_key") DO UPDATE SET "value" = excluded."value"`
+	// A value stored as text (never by this store) is cut as its bytes too.
+	blobPrefixSQLite   = `SELECT substr(CAST("value" AS BLOB), 1, ?) FROM "blobs" WHERE "namespace" = ? AND "blob_key" = ?`
+	blobPrefixPostgres = `SELECT substring("value" from 1 for $1) FROM "blobs" WHERE "namespace" = $2 AND "blob_key" = $3`
+)
+
+// maxPrefix is the longest prefix GetPrefix asks the database for (a
+// PostgreSQL integer); no value is longer.
+const maxPrefix = 1<<31 - 1
 
 type processedEnvelopes struct{ t *tx }
 
@@ -96,6 +114,9 @@ func (b blobs) Get(ctx context.Context, namespace, key string) ([]byte, error) {
 	return row.Value, nil
 }
 
+// Put runs one prepared statement rather than gorm's Create: the engine
+// writes its state as hundreds of blobs in a transaction, and gorm's
+// building of each statement cost more memory than the values it stored.
 func (b blobs) Put(ctx context.Context, namespace, key string, value []byte) error {
 	op := "put blob " + namespace + "/" + key
 	if namespace == "" || key == "" {
@@ -104,11 +125,40 @@ func (b blobs) Put(ctx context.Context, namespace, key string, value []byte) err
 	if value == nil {
 		value = []byte{}
 	}
-	row := blobRow{Namespace: []byte(namespace), BlobKey: []byte(key), Value: value}
-	if err := b.t.q(ctx).Clauses(replace("namespace", "blob_key")).Create(&row).Error; err != nil {
+	if err := b.t.exec(ctx, b.t.dialectQuery(blobPutSQLite, blobPutPostgres), []byte(namespace), []byte(key), value); err != nil {
 		return fail(ctx, op, err)
 	}
 	return nil
+}
+
+// GetPrefix implements [ports.BlobPrefixReader]: the database cuts the
+// value (substr on SQLite, substring on PostgreSQL, both counting bytes
+// of a BLOB or bytea), so only the prefix crosses to the process.
+func (b blobs) GetPrefix(ctx context.Context, namespace, key string, n int) ([]byte, error) {
+	op := "get blob prefix " + namespace + "/" + key
+	n = min(max(n, 0), maxPrefix)
+	rows, err := b.t.query(ctx, b.t.dialectQuery(blobPrefixSQLite, blobPrefixPostgres), n, []byte(namespace), []byte(key))
+	if err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fail(ctx, op, err)
+		}
+		return nil, fmt.Errorf("%s: %w", op, ports.ErrNotFound)
+	}
+	var v []byte
+	if err := rows.Scan(&v); err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, nil
 }
 
 func (b blobs) Delete(ctx context.Context, namespace, key string) error {

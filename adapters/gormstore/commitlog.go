@@ -109,9 +109,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // opens (see stmtCache).
 func preparedQueries(dialect string) []string {
 	if dialect == "postgres" {
-		return []string{localAppendPostgres}
+		return []string{localAppendPostgres, blobPutPostgres, blobPrefixPostgres}
 	}
-	return []string{localHeadSQLite, localInsertSQLite}
+	return []string{localHeadSQLite, localInsertSQLite, blobPutSQLite, blobPrefixSQLite}
 }
 
 // appendLocal stores row at the group's next Seq and returns it; inserted

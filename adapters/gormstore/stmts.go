@@ -88,3 +88,12 @@ func (t *tx) exec(ctx context.Context, query string, args ...any) error {
 	_, err := t.db.Statement.ConnPool.ExecContext(ctx, query, args...)
 	return err
 }
+
+// dialectQuery returns the text of a statement for t's database: the
+// PostgreSQL one numbers its parameters.
+func (t *tx) dialectQuery(sqlite, postgres string) string {
+	if t.db.Dialector.Name() == "postgres" {
+		return postgres
+	}
+	return sqlite
+}

@@ -28,7 +28,14 @@ const DefaultCacheBytes = 8 << 20
 // transaction not yet visible, another Engine value or another process on
 // the same store — each leaves the cache holding states under tags the
 // store may or may not show, and only a tag the store shows is ever
-// served. Nothing is ever invalidated; entries only age out.
+// served. Nothing needs invalidating: entries age out, and the entry of a
+// staged Welcome is dropped once it is installed.
+//
+// A staged Welcome's entry also holds the parts its state is stored as
+// (views of the staged blob, counted, as every entry, by the state's
+// stored size): InstallWelcome stores them as the group's state after
+// reading no more of the blob than its header, whose tag names the entry
+// (COMP-573, COMP-574).
 //
 // A cached state is shared: it is never changed, and whoever takes one
 // clones it ([group.Group.Clone]) before using it.
@@ -48,8 +55,11 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	k    cacheKey
-	g    *group.Group
+	k cacheKey
+	g *group.Group
+	// sp, when not nil, is the parts g was stored as under k (a staged
+	// Welcome's, which InstallWelcome stores as the group's state).
+	sp   *group.Split
 	size int
 }
 
@@ -74,22 +84,35 @@ func newCacheKey(ns, key string, tag []byte) cacheKey {
 // get returns the state written under k, nil when not held. The caller
 // must not change it.
 func (c *stateCache) get(k cacheKey) *group.Group {
+	g, _ := c.getSplit(k)
+	return g
+}
+
+// getSplit returns the state written under k, nil when not held, and the
+// parts it was stored as when the cache holds them too. The caller must
+// not change either.
+func (c *stateCache) getSplit(k cacheKey) (*group.Group, *group.Split) {
 	if c == nil {
-		return nil
+		return nil, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byKey[k]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	c.order.MoveToFront(el)
-	return el.Value.(*cacheEntry).g
+	e := el.Value.(*cacheEntry)
+	return e.g, e.sp
 }
 
 // put holds g as the state written under k, size bytes when stored; g
 // must not change afterwards.
-func (c *stateCache) put(k cacheKey, g *group.Group, size int) {
+func (c *stateCache) put(k cacheKey, g *group.Group, size int) { c.putSplit(k, g, nil, size) }
+
+// putSplit is put that also holds sp, the parts g was stored as under k
+// (nil for none); neither may change afterwards.
+func (c *stateCache) putSplit(k cacheKey, g *group.Group, sp *group.Split, size int) {
 	if c == nil || size > c.max {
 		return
 	}
@@ -97,15 +120,40 @@ func (c *stateCache) put(k cacheKey, g *group.Group, size int) {
 	defer c.mu.Unlock()
 	if el, ok := c.byKey[k]; ok {
 		c.order.MoveToFront(el)
+		if e := el.Value.(*cacheEntry); e.sp == nil {
+			e.sp = sp
+		}
 		return
 	}
-	c.byKey[k] = c.order.PushFront(&cacheEntry{k: k, g: g, size: size})
+	c.byKey[k] = c.order.PushFront(&cacheEntry{k: k, g: g, sp: sp, size: size})
 	c.size += size
-	for c.size > c.max {
-		old := c.order.Back()
-		e := old.Value.(*cacheEntry)
-		c.order.Remove(old)
-		delete(c.byKey, e.k)
-		c.size -= e.size
+	c.evict()
+}
+
+// drop forgets the state written under k: a later read of that write
+// decodes it again.
+func (c *stateCache) drop(k cacheKey) {
+	if c == nil {
+		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.byKey[k]; ok {
+		c.remove(el)
+	}
+}
+
+// evict drops the least recently used states until the cache is within
+// its bound.
+func (c *stateCache) evict() {
+	for c.size > c.max {
+		c.remove(c.order.Back())
+	}
+}
+
+func (c *stateCache) remove(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.order.Remove(el)
+	delete(c.byKey, e.k)
+	c.size -= e.size
 }

@@ -45,7 +45,11 @@
 // the transaction first and uses a kept state only for the tag that head
 // carries. A write rolled back or retried, a transaction not yet
 // committed, another Engine value or another process using the same store
-// therefore never make it serve a state the transaction does not see.
+// therefore never make it serve a state the transaction does not see. A
+// staged Welcome's kept state comes with the parts it is stored as, so
+// that InstallWelcome reads only the staged blob's header, with its tag,
+// when the transaction's Blobs read prefixes ([ports.BlobPrefixReader]),
+// and stores those parts (COMP-573).
 //
 // # Errors
 //

@@ -61,14 +61,13 @@ type stagedBlob struct {
 	blocks map[uint64][]byte
 }
 
-// encodeStaged writes a staged Welcome's blob: in parts when it has a
-// tag, else as the untagged version.
-func encodeStaged(s stagedBlob) ([]byte, error) {
-	size := len(s.state) + len(s.head) + 64
-	for _, b := range s.blocks {
-		size += len(b) + 16 // the block id and its length
-	}
-	w := codec.NewWriter(size)
+// stagedHeaderSize is the size of a staged Welcome's header in parts:
+// its version, tag, staging time and signer.
+const stagedHeaderSize = 1 + group.TagSize + 8 + 4
+
+// writeStagedHeader writes the header of a staged Welcome's blob: in parts
+// when it has a tag, else as the untagged version.
+func writeStagedHeader(w *codec.Writer, s stagedBlob) {
 	if s.tag == nil {
 		w.Uint8(welcomeVersionUntagged)
 	} else {
@@ -81,6 +80,17 @@ func encodeStaged(s stagedBlob) ([]byte, error) {
 	}
 	w.Uint64(ns)
 	w.Uint32(s.signer)
+}
+
+// encodeStaged writes a staged Welcome's blob: in parts when it has a
+// tag, else as the untagged version.
+func encodeStaged(s stagedBlob) ([]byte, error) {
+	size := len(s.state) + len(s.head) + 64
+	for _, b := range s.blocks {
+		size += len(b) + 16 // the block id and its length
+	}
+	w := codec.NewWriter(size)
+	writeStagedHeader(w, s)
 	if s.tag == nil {
 		w.Opaque(s.state)
 		return w.Bytes()
@@ -95,23 +105,43 @@ func encodeStaged(s stagedBlob) ([]byte, error) {
 	return w.Bytes()
 }
 
+// encodeStagedPlan writes the blob encodeStaged writes for s (tagged) in
+// parts p, each block encoded once, in place in the blob, rather than
+// encoded on its own and copied in.
+func encodeStagedPlan(s stagedBlob, p *group.SplitPlan) ([]byte, error) {
+	size := stagedHeaderSize + 4 + len(p.Head) + 4 // 4: the most a length takes
+	for _, n := range p.Sizes {
+		size += 8 + 4 + n
+	}
+	w := codec.NewWriter(size)
+	writeStagedHeader(w, s)
+	w.Opaque(p.Head)
+	var err error
+	w.Vector(func(w *codec.Writer) {
+		for i, id := range p.IDs {
+			w.Uint64(id)
+			w.Vector(func(w *codec.Writer) {
+				if err == nil {
+					err = p.AppendBlock(w, i)
+				}
+			})
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w.Bytes()
+}
+
 func decodeStaged(b []byte) (stagedBlob, error) {
 	if len(b) > 0 && b[0] == 2 { // a version-2 group state, staged before the wrapper
 		return stagedBlob{signer: ports.NoLeaf, state: b}, nil
 	}
 	r := codec.NewReader(b)
-	s := stagedBlob{}
-	switch v := r.Uint8(); v {
-	case welcomeVersion:
-		s.tag = r.Raw(group.TagSize)
-	case welcomeVersionUntagged:
-	default:
-		return stagedBlob{}, fmt.Errorf("staged welcome version %d", v)
+	s, err := readStagedHeader(r)
+	if err != nil {
+		return stagedBlob{}, err
 	}
-	if ns := r.Uint64(); ns != 0 {
-		s.at = time.Unix(0, int64(ns)).UTC()
-	}
-	s.signer = r.Uint32()
 	if s.tag == nil {
 		s.state = r.Opaque()
 		return s, r.Finish()
@@ -127,6 +157,36 @@ func decodeStaged(b []byte) (stagedBlob, error) {
 		s.blocks[id], last = r.OpaqueView(), id
 	})
 	return s, r.Finish()
+}
+
+// readStagedHeader reads what writeStagedHeader writes.
+func readStagedHeader(r *codec.Reader) (stagedBlob, error) {
+	s := stagedBlob{}
+	switch v := r.Uint8(); v {
+	case welcomeVersion:
+		s.tag = r.Raw(group.TagSize)
+	case welcomeVersionUntagged:
+	default:
+		return stagedBlob{}, fmt.Errorf("staged welcome version %d", v)
+	}
+	if ns := r.Uint64(); ns != 0 {
+		s.at = time.Unix(0, int64(ns)).UTC()
+	}
+	s.signer = r.Uint32()
+	return s, r.Err()
+}
+
+// split returns the staged state in parts as the group's state to store,
+// nil for a blob of an earlier version.
+func (s stagedBlob) split() *group.Split {
+	if s.tag == nil {
+		return nil
+	}
+	size := len(s.head)
+	for _, b := range s.blocks {
+		size += len(b)
+	}
+	return &group.Split{Head: s.head, Blocks: s.blocks, Full: true, Size: size}
 }
 
 // decodeState decodes the staged group's state, in parts or in one blob.
@@ -154,10 +214,14 @@ func (e *Engine) loadStaged(ctx context.Context, tx ports.Tx, h string) (*group.
 }
 
 // readStaged reads a staged Welcome, or an error wrapping
-// ports.ErrNotFound. When shared is true the state is the cache's: the
-// caller may read it and hand it to the cache again, never change it.
-// Every state the cache holds already keeps this engine's PastEpochs.
+// ports.ErrNotFound. When shared is true the state, and s's head and
+// blocks, are the cache's: the caller may read them and hand them to the
+// cache again, never change them. Every state the cache holds already
+// keeps this engine's PastEpochs.
 func (e *Engine) readStaged(ctx context.Context, tx ports.Tx, h string) (g *group.Group, s stagedBlob, shared bool, err error) {
+	if g, s, shared, err = e.readStagedCached(ctx, tx, h); err != nil || shared {
+		return g, s, shared, err
+	}
 	b, err := tx.Blobs().Get(ctx, nsWelcome, h)
 	if errors.Is(err, ports.ErrNotFound) {
 		return nil, stagedBlob{}, false, fmt.Errorf("staged welcome %s: %w", h, ports.ErrNotFound)
@@ -179,9 +243,42 @@ func (e *Engine) readStaged(ctx context.Context, tx ports.Tx, h string) (g *grou
 	}
 	g.SetPastEpochs(e.opts.PastEpochs)
 	if s.tag != nil {
-		e.cache.put(ck, g.Clone(), len(b))
+		// The parts are views of b, which the cache holds with them.
+		e.cache.putSplit(ck, g.Clone(), s.split(), len(b))
 	}
 	return g, s, false, nil
+}
+
+// readStagedCached reads no more than the header of a staged Welcome when
+// the store reads the start of a blob alone ([ports.BlobPrefixReader]) and
+// the cache holds the state, and the parts it is stored as, under the tag
+// the header names; shared is false, and the caller reads the whole blob,
+// otherwise. A tag names one write: the parts the cache holds under it
+// are the bytes the blob holds after the header (COMP-573).
+func (e *Engine) readStagedCached(ctx context.Context, tx ports.Tx, h string) (g *group.Group, s stagedBlob, shared bool, err error) {
+	pr, ok := tx.Blobs().(ports.BlobPrefixReader)
+	if !ok || e.cache == nil {
+		return nil, stagedBlob{}, false, nil
+	}
+	b, err := pr.GetPrefix(ctx, nsWelcome, h, stagedHeaderSize)
+	if errors.Is(err, ports.ErrNotFound) {
+		return nil, stagedBlob{}, false, fmt.Errorf("staged welcome %s: %w", h, ports.ErrNotFound)
+	}
+	if err != nil {
+		return nil, stagedBlob{}, false, err
+	}
+	if len(b) < stagedHeaderSize || b[0] != welcomeVersion {
+		return nil, stagedBlob{}, false, nil // an earlier version, or not a staged Welcome
+	}
+	if s, err = readStagedHeader(codec.NewReader(b)); err != nil {
+		return nil, stagedBlob{}, false, nil // the whole blob's read reports it
+	}
+	g, sp := e.cache.getSplit(newCacheKey(nsWelcome, h, s.tag))
+	if g == nil || sp == nil {
+		return nil, stagedBlob{}, false, nil
+	}
+	s.head, s.blocks = sp.Head, sp.Blocks
+	return g, s, true, nil
 }
 
 func stagedView(h string, g *group.Group, s stagedBlob) ports.StagedWelcome {
@@ -253,20 +350,27 @@ func (e *Engine) StageWelcome(ctx context.Context, tx ports.Tx, msg []byte, kp p
 	if _, err := rand.Read(s.tag); err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	sp, err := g.MarshalSplit(s.tag)
+	// The blocks are written into the blob in place, and the parts kept
+	// are views of it.
+	plan, err := g.PlanSplit(s.tag)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	s.head, s.blocks = sp.Head, sp.Blocks
-	b, err := encodeStaged(s)
+	b, err := encodeStagedPlan(s, plan)
 	if err != nil {
 		return ports.StagedWelcome{}, err
 	}
+	parts, err := decodeStaged(b)
+	if err != nil {
+		return ports.StagedWelcome{}, fmt.Errorf("mls engine: staged welcome %s: %w", h, err)
+	}
+	s.head, s.blocks = parts.head, parts.blocks
 	if err := tx.Blobs().Put(ctx, nsWelcome, h, b); err != nil {
 		return ports.StagedWelcome{}, err
 	}
-	// g does not change from here on: the cache may keep it as it is.
-	e.cache.put(newCacheKey(nsWelcome, h, s.tag), g, len(b))
+	// g and b do not change from here on: the cache may keep them as they
+	// are, b for InstallWelcome to store without reading it back.
+	e.cache.putSplit(newCacheKey(nsWelcome, h, s.tag), g, s.split(), len(b))
 	return stagedView(h, g, s), nil
 }
 
@@ -301,11 +405,7 @@ func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, 
 	if s.tag == nil {
 		_, err = e.save(ctx, tx, g)
 	} else { // the staged parts are the group's state, as they are
-		size := len(s.head)
-		for _, b := range s.blocks {
-			size += len(b)
-		}
-		_, err = e.storeShared(ctx, tx, g, &group.Split{Head: s.head, Blocks: s.blocks, Full: true, Size: size}, s.tag)
+		_, err = e.storeShared(ctx, tx, g, s.split(), s.tag)
 	}
 	if err != nil {
 		return ports.GroupView{}, err
@@ -318,6 +418,9 @@ func (e *Engine) InstallWelcomeWith(ctx context.Context, tx ports.Tx, h string, 
 		if err := tx.Blobs().Delete(ctx, nsWelcome, s); err != nil {
 			return ports.GroupView{}, err
 		}
+	}
+	if s.tag != nil { // the staged blob is deleted; the group's entry holds g
+		e.cache.drop(newCacheKey(nsWelcome, h, s.tag))
 	}
 	return view(g, nil), nil
 }

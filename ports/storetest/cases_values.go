@@ -17,6 +17,7 @@ var valueCases = []testCase{
 	{"Store/LargeValuesOnEveryPath", testLargeValues},
 	{"Store/TimesKeepTheirInstantInAnyZone", testTimeZones},
 	{"Store/EmptyValuesAreValues", testEmptyValues},
+	{"COMP-573/BlobPrefixIsTheValuesFirstBytes", testBlobPrefix},
 }
 
 // pattern returns n bytes that differ from their neighbours, so a

@@ -216,6 +216,24 @@ func (b sabBlobs) Get(ctx context.Context, ns, key string) ([]byte, error) {
 	return v, err
 }
 
+// GetPrefix forwards ports.BlobPrefixReader; "blob-prefix-counts-characters"
+// cuts the value after n UTF-8 characters, as substr over a TEXT column
+// would.
+func (b sabBlobs) GetPrefix(ctx context.Context, ns, key string, n int) ([]byte, error) {
+	if pr, ok := b.Blobs.(ports.BlobPrefixReader); ok && b.rule != "blob-prefix-counts-characters" {
+		return pr.GetPrefix(ctx, ns, key, n)
+	}
+	v, err := b.Blobs.Get(ctx, ns, key)
+	if err != nil {
+		return nil, err
+	}
+	if b.rule != "blob-prefix-counts-characters" {
+		return v[:min(max(n, 0), len(v))], nil
+	}
+	r := []rune(string(v))
+	return []byte(string(r[:min(max(n, 0), len(r))])), nil
+}
+
 func (b sabBlobs) Delete(ctx context.Context, ns, key string) error {
 	if b.rule == "delete-by-prefix" {
 		keys, err := b.Blobs.Keys(ctx, ns, key)

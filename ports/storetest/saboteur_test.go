@@ -89,6 +89,7 @@ var saboteurs = []struct {
 	{"identity-through-exclusive", []string{"JOIN-051/IdentityUpdatesOnceInOrder"}},
 	{"blob-truncated-64k", []string{"Store/OneMiBBlob"}},
 	{"keys-case-folded-order", []string{"Store/BlobKeysByPrefixInByteOrder"}},
+	{"blob-prefix-counts-characters", []string{"COMP-573/BlobPrefixIsTheValuesFirstBytes"}},
 }
 
 // sabHarness runs the suite on a SQLite file wrapped in one saboteur.

@@ -39,6 +39,9 @@ func (w *Writer) Bytes() ([]byte, error) {
 	return w.buf, nil
 }
 
+// Len returns the number of bytes written so far.
+func (w *Writer) Len() int { return len(w.buf) }
+
 // Reset empties w, keeping its buffer, so that one Writer can encode many
 // values in turn; bytes Bytes returned before are overwritten.
 func (w *Writer) Reset() { w.buf, w.err = w.buf[:0], nil }

@@ -166,22 +166,10 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 		return nil, fmt.Errorf("%w: tag of %d bytes", ErrInvalid, len(tag))
 	}
 	out := &Split{Blocks: map[uint64][]byte{}}
-	changed, all := g.tree.Changes()
-	m := stampManifest(g.tree.Stamp())
-	dirty := map[uint64]bool{}
-	if all {
-		out.Full, m = true, manifest{}
-		for x := 0; x < g.tree.Width(); x++ {
-			if g.tree.Node(treemath.NodeIndex(x)) != nil {
-				dirty[blockOf(treemath.NodeIndex(x))] = true
-			}
-		}
-	}
-	for _, x := range changed {
-		dirty[blockOf(x)] = true
-	}
+	dirty, m, full := g.dirtyBlocks()
+	out.Full = full
 	scratch := codec.NewWriter(8192) // one buffer for every block, each copied out at its size
-	for _, id := range slices.Sorted(maps.Keys(dirty)) {
+	for _, id := range dirty {
 		b, empty, err := g.encodeBlock(scratch, id, tag)
 		if err != nil {
 			return nil, err
@@ -195,6 +183,39 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 		}
 		out.Blocks[id], m[id] = b, storedBlock{tag: slices.Clone(tag), size: uint32(len(b))}
 	}
+	var err error
+	if out.Head, err = g.splitHead(tag, m); err != nil {
+		return nil, err
+	}
+	out.Size = len(out.Head) + m.size()
+	g.tree.MarkStored(encodeManifest(g.tree.Width(), m))
+	return out, nil
+}
+
+// dirtyBlocks returns the ids of the blocks a split must write, ascending,
+// with the manifest of the stored state they change (empty when full: the
+// state was never stored, and every block that holds a node is dirty).
+func (g *Group) dirtyBlocks() (ids []uint64, m manifest, full bool) {
+	changed, all := g.tree.Changes()
+	m = stampManifest(g.tree.Stamp())
+	dirty := map[uint64]bool{}
+	if all {
+		full, m = true, manifest{}
+		for x := 0; x < g.tree.Width(); x++ {
+			if g.tree.Node(treemath.NodeIndex(x)) != nil {
+				dirty[blockOf(treemath.NodeIndex(x))] = true
+			}
+		}
+	}
+	for _, x := range changed {
+		dirty[blockOf(x)] = true
+	}
+	return slices.Sorted(maps.Keys(dirty)), m, full
+}
+
+// splitHead encodes the head of a split written under tag whose blocks m
+// lists.
+func (g *Group) splitHead(tag []byte, m manifest) ([]byte, error) {
 	w := codec.NewWriter(4096)
 	w.Uint8(splitVersion)
 	w.Raw(tag)
@@ -203,13 +224,7 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 	g.marshalRest(w)
 	w.Uint32(uint32(g.tree.Width()))
 	m.marshal(w)
-	var err error
-	if out.Head, err = w.Bytes(); err != nil {
-		return nil, err
-	}
-	out.Size = len(out.Head) + m.size()
-	g.tree.MarkStored(encodeManifest(g.tree.Width(), m))
-	return out, nil
+	return w.Bytes()
 }
 
 // encodeBlock encodes the non-blank nodes of block id; empty when it has
@@ -217,20 +232,26 @@ func (g *Group) MarshalSplit(tag []byte) (*Split, error) {
 // w is scratch space; b is a copy the caller keeps.
 func (g *Group) encodeBlock(w *codec.Writer, id uint64, tag []byte) (b []byte, empty bool, err error) {
 	w.Reset()
+	n := g.appendBlock(w, id, tag)
+	b, err = w.Bytes()
+	return slices.Clone(b), n == 0, err
+}
+
+// appendBlock appends the encoding of block id, written under tag, to w
+// and returns how many nodes it holds.
+func (g *Group) appendBlock(w *codec.Writer, id uint64, tag []byte) (nodes int) {
 	w.Raw(tag)
 	w.Uint64(id)
-	n := 0
 	w.Vector(func(w *codec.Writer) {
 		for _, x := range blockNodes(id, g.tree.Width()) {
 			if node := g.tree.Node(x); node != nil {
 				w.Uint32(uint32(x))
 				node.MarshalMLS(w)
-				n++
+				nodes++
 			}
 		}
 	})
-	b, err = w.Bytes()
-	return slices.Clone(b), n == 0, err
+	return nodes
 }
 
 // SplitTag returns the tag of a head written by [Group.MarshalSplit];
