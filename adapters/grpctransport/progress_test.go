@@ -194,9 +194,9 @@ func TestCOMP322_WaitForRoomShedWhenNothingIsWritten(t *testing.T) {
 	}
 }
 
-// COMP-322: a connection that keeps writing, if too little to make room,
-// is not shed while it writes, although no single write wakes the wait
-// (COMP-559); once it stops writing it is shed.
+// COMP-322, COMP-560: a connection that keeps writing, if too little to
+// make room, is not shed while it writes, although no single write wakes
+// the wait (COMP-559); once it stops writing it is shed.
 func TestCOMP322_WaitForRoomKeptWhileTheConnectionWrites(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	r := newRoomConn(t, &ServerOptions{MaxQueuedBytesPerConnection: 1000, ResponseProgressTimeout: timeout})
