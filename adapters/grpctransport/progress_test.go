@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,4 +277,56 @@ func TestCOMP559_SubscriptionReadsOnOnceItsResponseIsWritten(t *testing.T) {
 	if n := srv.Stats().Refused[LimitQueuedBytes]; n != 0 {
 		t.Fatalf("%d connections shed", n)
 	}
+}
+
+// The cost COMP-559 adds to every write of a connection: counting it
+// with its time and checking for a wait to wake, next to counting it
+// alone (what a write cost before), in the same run. gRPC's writer
+// writes up to 32 KiB at a time; one such write's syscall on loopback
+// takes microseconds.
+func BenchmarkCOMP559_WriteAccounting(b *testing.B) {
+	b.Run("count-only", func(b *testing.B) {
+		var written atomic.Int64
+		for b.Loop() {
+			written.Add(32 << 10)
+		}
+	})
+	b.Run("count-time-wake-check", func(b *testing.B) {
+		var p writeProgress
+		for b.Loop() {
+			p.wrote(32 << 10)
+		}
+	})
+	b.Run("count-time-wake-check, a wait registered", func(b *testing.B) {
+		var p writeProgress
+		p.register(newWriteWait(), 1<<62)
+		for b.Loop() {
+			p.wrote(32 << 10)
+		}
+	})
+	b.Run("loopback-write-32KiB", func(b *testing.B) { // what each write costs anyway
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer lis.Close()
+		go func() {
+			c, err := lis.Accept()
+			if err == nil {
+				io.Copy(io.Discard, c)
+				c.Close()
+			}
+		}()
+		c, err := net.Dial("tcp", lis.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		buf := make([]byte, 32<<10)
+		for b.Loop() {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
