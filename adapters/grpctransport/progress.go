@@ -41,8 +41,8 @@ type writeWait struct {
 
 func newWriteWait() *writeWait { return &writeWait{woken: make(chan struct{}, 1)} }
 
-// wrote counts n bytes written. Called on every write: it takes no lock
-// and allocates nothing unless it satisfies a registered wait.
+// wrote counts n bytes written. Called on every write: it allocates
+// nothing, and takes a lock only when it satisfies a registered wait.
 func (p *writeProgress) wrote(n int) {
 	p.lastWrite.Store(monotonic())
 	w := p.written.Add(int64(n))
