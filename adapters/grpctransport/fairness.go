@@ -200,14 +200,19 @@ func (c *conn) written() int64 {
 	if c.raw == nil {
 		return 0
 	}
-	return c.raw.written.Load()
+	return c.raw.progress.written.Load()
 }
 
 // unsent returns the response bytes queued on c beyond what it wrote.
 func (c *conn) unsent() int64 {
+	return max(c.queued()-c.written(), 0)
+}
+
+// queued returns the response bytes queued on c since it opened.
+func (c *conn) queued() int64 {
 	c.out.mu.Lock()
 	defer c.out.mu.Unlock()
-	return max(c.out.queued-c.written(), 0)
+	return c.out.queued
 }
 
 // beginRead admits a unary read on c: at most MaxReadsPerConnection at
@@ -244,28 +249,55 @@ func (s *Server) shed(c *conn, why string) error {
 // most MaxQueuedBytesPerConnection. When the connection writes nothing
 // for ResponseProgressTimeout meanwhile (a peer that keeps its HTTP/2
 // window shut), it is closed and the call fails (COMP-322).
+//
+// The wait is woken by the write that makes the room (COMP-559), and
+// its one timer fires when the connection may have written nothing for
+// the timeout: it sheds the connection only if no write was seen since
+// the wait started or since the last write it saw, whichever is later.
 func (s *Server) awaitRoom(ctx context.Context, c *conn) error {
-	if c.raw == nil || c.unsent() <= s.opts.MaxQueuedBytesPerConnection {
+	if c.raw == nil {
 		return nil
 	}
-	last, since := c.written(), time.Now()
-	t := time.NewTicker(5 * time.Millisecond)
+	p, limit, timeout := &c.raw.progress, s.opts.MaxQueuedBytesPerConnection, s.opts.ResponseProgressTimeout
+	// need is the written total at which c has room; queued bytes only
+	// grow, so it is read again after every wake-up.
+	need := c.queued() - limit
+	last := p.written.Load()
+	if last >= need {
+		return nil
+	}
+	since := monotonic() // the last progress seen
+	x := newWriteWait()
+	t := time.NewTimer(timeout)
 	defer t.Stop()
-	for c.unsent() > s.opts.MaxQueuedBytesPerConnection {
+	for {
+		p.register(x, need)
+		// Checked after registering: a write that ends before this load
+		// is seen here, one that ends after it wakes x.
+		if w := p.written.Load(); w >= need {
+			p.unregister(x)
+			return nil
+		} else if w != last {
+			last, since = w, p.progressSince(since)
+		}
 		select {
 		case <-ctx.Done():
+			p.unregister(x)
 			return ctx.Err()
+		case <-x.woken:
 		case <-t.C:
+			p.unregister(x)
+			if w := p.written.Load(); w != last {
+				last, since = w, p.progressSince(since)
+			}
+			idle := time.Duration(monotonic() - since)
+			if idle >= timeout {
+				return s.shed(c, "read waited for room")
+			}
+			t.Reset(timeout - idle)
 		}
-		if w := c.written(); w != last {
-			last, since = w, time.Now()
-			continue
-		}
-		if time.Since(since) >= s.opts.ResponseProgressTimeout {
-			return s.shed(c, "read waited for room")
-		}
+		need = c.queued() - limit
 	}
-	return nil
 }
 
 // queue counts a response of n bytes queued on c and holds read budget

@@ -354,13 +354,16 @@ type countedConn struct {
 	key  string
 	addr *address
 	once sync.Once
-	// written counts the bytes written to the network (COMP-322).
-	written atomic.Int64
+	// progress counts the bytes written to the network (COMP-322) and
+	// wakes the waits for room (COMP-559).
+	progress writeProgress
 }
 
 func (c *countedConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	c.written.Add(int64(n))
+	if n > 0 {
+		c.progress.wrote(n)
+	}
 	return n, err
 }
 
