@@ -15,8 +15,9 @@ var (
 	// contents: an identical insert is refused too (COMP-360). Writes the
 	// specs make idempotent ([LocalCommitLog.Append],
 	// [RemoteCommitLog.Insert], [HeldWelcomes.Put], [IdentityCache.Put],
-	// [ProcessedEnvelopes.Mark], [Messages.Insert]) report a repeat with
-	// inserted = false instead, never with this error.
+	// [IdentityCacheBatch.PutMany], [ProcessedEnvelopes.Mark],
+	// [Messages.Insert]) report a repeat with inserted = false instead,
+	// never with this error.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrConflict reports a transaction that lost a race with a concurrent
 	// one and may succeed when retried from the start.

@@ -20,8 +20,9 @@ var ErrDeadlineLater = errors.New("held welcome deadline moved later")
 // microsecond precision, whatever their location. Keys, ids and prefixes
 // compare as bytes.
 //
-// Later capabilities arrive as optional interfaces on [Tx] (detected with a
-// type assertion), so an adapter written today keeps compiling.
+// Later capabilities arrive as optional interfaces on [Tx], or on the
+// repository they extend ([IdentityCacheBatch]), detected with a type
+// assertion, so an adapter written today keeps compiling.
 type Store interface {
 	// Tx runs fn inside one database transaction. When fn returns nil the
 	// transaction commits and Tx returns the commit's error; when fn returns
@@ -493,6 +494,26 @@ type IdentityCache interface {
 	// Highest returns the highest sequence id held for the inbox, 0 when
 	// none.
 	Highest(ctx context.Context, inboxID string) (uint64, error)
+}
+
+// IdentityCacheBatch is an optional interface of an [IdentityCache]: the
+// updates of many inboxes read, and many updates stored, in a few
+// statements rather than one per inbox or per update (COMP-585). Callers
+// detect it with a type assertion on the repository a [Tx] hands out and
+// fall back to [IdentityCache.List] and [IdentityCache.Put]; a decorator
+// that wraps an IdentityCache forwards it, or its callers fall back.
+type IdentityCacheBatch interface {
+	// ListMany returns, for each inbox in order, every update held for
+	// it, ascending by sequence id: what List of that inbox through
+	// 2^63-1 returns. An inbox with none gets an empty list; an inbox
+	// named twice gets its list twice, in slices that share no memory.
+	ListMany(ctx context.Context, inboxIDs []string) ([][]IdentityUpdateRecord, error)
+	// PutMany stores the records and returns, for each in order, what
+	// Put of each in turn returns: inserted = false for a record whose
+	// inbox and sequence id the store held already or an earlier record
+	// of the call names, and then the first record stays. A record Put
+	// refuses fails the whole call before anything is stored.
+	PutMany(ctx context.Context, records []IdentityUpdateRecord) (inserted []bool, err error)
 }
 
 // Blobs stores opaque values under a namespace and key; the MLS engine

@@ -138,17 +138,18 @@ func (r *Resolver) fetchAll(ctx context.Context, pending []*inboxWork) {
 }
 
 // readHeld reads everything held for the pending inboxes, in one
-// transaction, one query per inbox.
+// transaction: one ListMany when the cache has the ability (COMP-587),
+// one List per inbox otherwise.
 func (r *Resolver) readHeld(ctx context.Context, pending []*inboxWork) error {
-	reads := make([][]ports.IdentityUpdateRecord, len(pending))
+	ids := make([]string, len(pending))
+	for i, w := range pending {
+		ids[i] = w.inboxID
+	}
+	var reads [][]ports.IdentityUpdateRecord
 	err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
-		for i, w := range pending {
-			var err error
-			if reads[i], err = tx.IdentityCache().List(ctx, w.inboxID, math.MaxInt64); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		reads, err = listHeld(ctx, tx.IdentityCache(), ids)
+		return err
 	})
 	if err != nil {
 		return err
@@ -162,25 +163,11 @@ func (r *Resolver) readHeld(ctx context.Context, pending []*inboxWork) error {
 // store keeps the first) makes the transaction read that inbox again;
 // otherwise what is held is what was held plus what was stored.
 func (r *Resolver) storeFetched(ctx context.Context, pending []*inboxWork) error {
-	reads := make([][]ports.IdentityUpdateRecord, len(pending))
+	var reads [][]ports.IdentityUpdateRecord
 	err := r.opts.Store.Tx(ctx, func(tx ports.Tx) error {
-		c := tx.IdentityCache()
-		for i, w := range pending {
-			reads[i] = w.fetched
-			for _, rec := range w.fetched {
-				inserted, err := c.Put(ctx, rec)
-				if err != nil {
-					return fmt.Errorf("store identity updates of %s: %w", w.inboxID, err)
-				}
-				if !inserted {
-					if reads[i], err = c.List(ctx, w.inboxID, math.MaxInt64); err != nil {
-						return err
-					}
-					break
-				}
-			}
-		}
-		return nil
+		var err error
+		reads, err = storeAll(ctx, tx.IdentityCache(), pending)
+		return err
 	})
 	if err != nil {
 		return err

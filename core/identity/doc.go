@@ -13,7 +13,9 @@
 // an inbox's updates; [Resolver] implements [ports.Identity] over a
 // [ports.Store] (the cache) and a [ports.Transport] (the topic), and
 // [ports.BatchIdentity]: [Resolver.AssociationStates] resolves many
-// inboxes in one pass (COMP-130).
+// inboxes in one pass (COMP-130), reading and storing the cache of all
+// of them with one call each when the store's identity cache implements
+// [ports.IdentityCacheBatch] (COMP-587).
 //
 // [CreateInbox], [AddInstallation], [RequestInstallation], [Authorize]
 // and [Revoke] create and change an identity; this installation's private

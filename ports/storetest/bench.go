@@ -27,6 +27,9 @@ type RawInserter interface {
 //   - LocalRangeRead: 100 entries read in Seq order from a 1000-entry log;
 //   - ProcessCommit: the transaction of processing one commit, a 16 KiB
 //     MLS state blob Put, a local entry Append and a cursor Update.
+//   - IdentityCache500Inboxes: what resolving the identities of a
+//     1,000-member Welcome asks of the identity cache, with and without
+//     [ports.IdentityCacheBatch] (see benchIdentityCache).
 //
 // With a [RawInserter] harness each benchmark also reports raw-insert-ns,
 // the raw insert cost on the same database measured in the same loop (one
@@ -116,6 +119,7 @@ func Bench(b *testing.B, newHarness func(b *testing.B) Harness) {
 		}
 		ref.report()
 	})
+	b.Run("IdentityCache500Inboxes", func(b *testing.B) { benchIdentityCache(b, newHarness(b)) })
 }
 
 // rawRef measures the reference interleaved with the benchmark's own

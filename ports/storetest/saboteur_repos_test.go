@@ -99,7 +99,11 @@ func (t sabTx) KeyPackages() ports.KeyPackages   { return sabKeys{t.Tx.KeyPackag
 func (t sabTx) HeldWelcomes() ports.HeldWelcomes { return sabWelcomes{t.Tx.HeldWelcomes(), t.rule} }
 func (t sabTx) Readds() ports.Readds             { return sabReadds{t.Tx.Readds(), t.rule} }
 func (t sabTx) IdentityCache() ports.IdentityCache {
-	return sabIdentity{t.Tx.IdentityCache(), t.rule, t.st}
+	c := sabIdentity{t.Tx.IdentityCache(), t.rule, t.st}
+	if b, ok := c.IdentityCache.(ports.IdentityCacheBatch); ok && strings.HasPrefix(t.rule, "identity-batch-") {
+		return sabIdentityBatch{c, b}
+	}
+	return c
 }
 func (t sabTx) LocalCommitLog() ports.LocalCommitLog {
 	return sabLocal{t.Tx.LocalCommitLog(), t.rule, t.st}

@@ -69,6 +69,8 @@ var saboteurs = []struct {
 	{"times-wall-clock", []string{"Store/TimesKeepTheirInstantInAnyZone"}},
 	{"empty-blob-is-absent", []string{"Store/EmptyValuesAreValues"}},
 	// Optional interfaces.
+	{"identity-batch-list-sorted", []string{"COMP-585/IdentityCacheListManyAsList"}},
+	{"identity-batch-put-all-inserted", []string{"COMP-585/IdentityCachePutManyAsPutInTurn"}},
 	{"no-message-tx", []string{"JOIN-044/MessagesKeptInOrderOncePerPosition", "JOIN-044/SentMessageConfirmedByPayloadHash"}},
 	// Rules the earlier cases hold.
 	{"read-position-overwrites", []string{"FORK-083/ReadPositionNeverMovesBack"}},

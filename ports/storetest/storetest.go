@@ -146,6 +146,7 @@ func allCases() []testCase {
 	cases = append(cases, logCases...)
 	cases = append(cases, comparisonCases...)
 	cases = append(cases, joinCases...)
+	cases = append(cases, identityBatchCases...)
 	cases = append(cases, persistCases...)
 	cases = append(cases, messageCases...)
 	cases = append(cases, contractCases...)
