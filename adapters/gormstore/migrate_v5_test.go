@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/regroup-mls/regroup/adapters/sqlite"
 	"github.com/regroup-mls/regroup/ports"
 )
 
@@ -36,19 +37,25 @@ func TestCOMP552_Step5_RecordedStoreFindsMessagesByGroupAndHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := queryPlan(t, st, "SELECT * FROM messages WHERE group_id = ? AND payload_hash = ? AND own ORDER BY id LIMIT 1",
+		g, []byte("h")); !strings.Contains(got, "messages_by_payload (group_id=? AND payload_hash=?)") {
+		t.Errorf("ByPayloadHash's query is planned as %q, want a search of messages_by_payload on both columns", got)
+	}
+}
+
+// queryPlan returns SQLite's plan of query on st, its steps joined by "; ".
+func queryPlan(t *testing.T, st *sqlite.Store, query string, args ...any) string {
+	t.Helper()
 	var plan []struct {
 		ID, Parent, Notused int
 		Detail              string
 	}
-	if err := st.DB().Raw("EXPLAIN QUERY PLAN SELECT * FROM messages WHERE group_id = ? AND payload_hash = ? AND own ORDER BY id LIMIT 1",
-		g, []byte("h")).Scan(&plan).Error; err != nil {
+	if err := st.DB().Raw("EXPLAIN QUERY PLAN "+query, args...).Scan(&plan).Error; err != nil {
 		t.Fatal(err)
 	}
-	var details []string
+	details := make([]string, 0, len(plan))
 	for _, p := range plan {
 		details = append(details, p.Detail)
 	}
-	if got := strings.Join(details, "; "); !strings.Contains(got, "messages_by_payload (group_id=? AND payload_hash=?)") {
-		t.Errorf("ByPayloadHash's query is planned as %q, want a search of messages_by_payload on both columns", got)
-	}
+	return strings.Join(details, "; ")
 }

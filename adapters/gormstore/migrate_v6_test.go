@@ -43,19 +43,7 @@ func TestCOMP554_Step6_RecordedStoreFindsMessagesBySequenceID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var plan []struct {
-		ID, Parent, Notused int
-		Detail              string
-	}
-	if err := st.DB().Raw("EXPLAIN QUERY PLAN SELECT * FROM messages WHERE group_id = ? AND sequence_id = ? ORDER BY id",
-		g, 12).Scan(&plan).Error; err != nil {
-		t.Fatal(err)
-	}
-	var details []string
-	for _, p := range plan {
-		details = append(details, p.Detail)
-	}
-	if got := strings.Join(details, "; "); !strings.Contains(got, "messages_topic_position (group_id=? AND sequence_id=?)") {
+	if got := queryPlan(t, st, "SELECT * FROM messages WHERE group_id = ? AND sequence_id = ? ORDER BY id", g, 12); !strings.Contains(got, "messages_topic_position (group_id=? AND sequence_id=?)") {
 		t.Errorf("Insert's lookup is planned as %q, want a search of messages_topic_position on both columns", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // welcomeTo has a (in memory) create a group of n members that adds m,
 // and returns a and the Welcome's key package record and bytes.
-func welcomeTo(t *testing.T, gid []byte, n int, m *storedMember) (a *installation, welcome []byte, rec ports.KeyPackageRecord) {
+func welcomeTo(t testing.TB, gid []byte, n int, m *storedMember) (a *installation, welcome []byte, rec ports.KeyPackageRecord) {
 	t.Helper()
 	ctx := context.Background()
 	a = newInstallationTB(t, "inbox-a")

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -167,25 +166,9 @@ func (m *storedMember) encrypt(gid []byte, plaintext string) []byte {
 // joined from the Welcome; the others are key packages only.
 func scaledGroup(t testing.TB, gid []byte, n int, m *storedMember) *installation {
 	t.Helper()
-	ctx := context.Background()
-	a := newInstallationTB(t, "inbox-a")
-	if _, err := a.engine.CreateGroup(ctx, a.tx, gid, a.keyPackageTB(t), nil); err != nil {
-		t.Fatal(err)
-	}
-	mkp := keyPackageOf(t, m.engine, m.sig, m.inbox)
-	adds := [][]byte{mkp.KeyPackage}
-	for i := 2; i < n; i++ {
-		adds = append(adds, newInstallationTB(t, fmt.Sprintf("inbox-%d", i)).keyPackageTB(t).KeyPackage)
-	}
-	out, err := a.engine.Commit(ctx, a.tx, gid, ports.CommitOptions{Add: adds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.engine.MergePending(ctx, a.tx, gid); err != nil {
-		t.Fatal(err)
-	}
+	a, welcome, rec := welcomeTo(t, gid, n, m)
 	m.do(func(ctx context.Context, tx ports.Tx) error {
-		st, err := m.engine.StageWelcome(ctx, tx, out.Welcome, record(mkp))
+		st, err := m.engine.StageWelcome(ctx, tx, welcome, rec)
 		if err != nil {
 			return err
 		}
