@@ -119,7 +119,7 @@ func preparedQueries(dialect string) []string {
 // exists already.
 func (t *tx) appendLocal(ctx context.Context, row *localLogRow) (seq uint64, inserted bool, err error) {
 	r := row
-	if t.db.Dialector.Name() == "postgres" {
+	if t.postgres() {
 		rows, err := t.query(ctx, localAppendPostgres, r.GroupID, r.Membership, r.CommitSequenceID,
 			r.LastEpochAuthenticator, r.CommitResult, r.AppliedEpochNumber, r.AppliedEpochAuthenticator,
 			r.RemovedThisInstallation, r.Legacy, r.ChangeClass, r.AddedSuperAdmins, r.RoleEvidence, r.RecordedNs)

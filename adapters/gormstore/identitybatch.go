@@ -62,7 +62,7 @@ func (c identityCache) ListMany(ctx context.Context, inboxIDs []string) ([][]por
 // positions; an inbox named more than once gets its own copy of the
 // bytes at every position.
 func (c identityCache) listChunk(ctx context.Context, inboxes []string, at map[string][]int, out [][]ports.IdentityUpdateRecord) error {
-	pg := c.t.db.Dialector.Name() == "postgres"
+	pg := c.t.postgres()
 	var q strings.Builder
 	q.WriteString("SELECT inbox_id, sequence_id, update_bytes FROM identity_updates WHERE inbox_id IN (")
 	args := make([]any, len(inboxes))
@@ -146,7 +146,7 @@ func (c identityCache) PutMany(ctx context.Context, recs []ports.IdentityUpdateR
 // insertChunk inserts the records at the indexes and returns the keys of
 // those it inserted.
 func (c identityCache) insertChunk(ctx context.Context, recs []ports.IdentityUpdateRecord, idx []int) (*sql.Rows, error) {
-	pg := c.t.db.Dialector.Name() == "postgres"
+	pg := c.t.postgres()
 	var q strings.Builder
 	q.WriteString("INSERT INTO identity_updates (inbox_id, sequence_id, update_bytes) VALUES ")
 	args := make([]any, 0, 3*len(idx))

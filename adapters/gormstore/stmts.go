@@ -89,10 +89,13 @@ func (t *tx) exec(ctx context.Context, query string, args ...any) error {
 	return err
 }
 
-// dialectQuery returns the text of a statement for t's database: the
-// PostgreSQL one numbers its parameters.
+// postgres reports whether t runs on PostgreSQL, whose statements number
+// their parameters.
+func (t *tx) postgres() bool { return t.db.Dialector.Name() == "postgres" }
+
+// dialectQuery returns the text of a statement for t's database.
 func (t *tx) dialectQuery(sqlite, postgres string) string {
-	if t.db.Dialector.Name() == "postgres" {
+	if t.postgres() {
 		return postgres
 	}
 	return sqlite

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/regroup-mls/regroup/ports"
 )
@@ -50,12 +51,8 @@ func storeAll(ctx context.Context, c ports.IdentityCache, pending []*inboxWork) 
 		return reads, storeEach(ctx, c, pending, reads)
 	}
 	var recs []ports.IdentityUpdateRecord
-	var owner []int // the pending inbox of each record
-	for i, w := range pending {
+	for _, w := range pending {
 		recs = append(recs, w.fetched...)
-		for range w.fetched {
-			owner = append(owner, i)
-		}
 	}
 	if len(recs) == 0 {
 		return reads, nil
@@ -69,9 +66,11 @@ func storeAll(ctx context.Context, c ports.IdentityCache, pending []*inboxWork) 
 	}
 	var again []int // the pending inboxes to read again
 	var ids []string
-	for k, ins := range inserted {
-		if i := owner[k]; !ins && (len(again) == 0 || again[len(again)-1] != i) {
-			again, ids = append(again, i), append(ids, pending[i].inboxID)
+	for i, w := range pending {
+		mine := inserted[:len(w.fetched)]
+		inserted = inserted[len(w.fetched):]
+		if slices.Contains(mine, false) {
+			again, ids = append(again, i), append(ids, w.inboxID)
 		}
 	}
 	if len(again) == 0 {
