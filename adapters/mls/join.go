@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,32 +81,9 @@ func writeStagedHeader(w *codec.Writer, s stagedBlob) {
 	w.Uint32(s.signer)
 }
 
-// encodeStaged writes a staged Welcome's blob: in parts when it has a
-// tag, else as the untagged version.
-func encodeStaged(s stagedBlob) ([]byte, error) {
-	size := len(s.state) + len(s.head) + 64
-	for _, b := range s.blocks {
-		size += len(b) + 16 // the block id and its length
-	}
-	w := codec.NewWriter(size)
-	writeStagedHeader(w, s)
-	if s.tag == nil {
-		w.Opaque(s.state)
-		return w.Bytes()
-	}
-	w.Opaque(s.head)
-	w.Vector(func(w *codec.Writer) {
-		for _, id := range slices.Sorted(maps.Keys(s.blocks)) {
-			w.Uint64(id)
-			w.Opaque(s.blocks[id])
-		}
-	})
-	return w.Bytes()
-}
-
-// encodeStagedPlan writes the blob encodeStaged writes for s (tagged) in
-// parts p, each block encoded once, in place in the blob, rather than
-// encoded on its own and copied in.
+// encodeStagedPlan writes the blob of a staged Welcome in parts: the
+// header of s (tagged) and the parts p, each block encoded once, in place
+// in the blob.
 func encodeStagedPlan(s stagedBlob, p *group.SplitPlan) ([]byte, error) {
 	size := stagedHeaderSize + 4 + len(p.Head) + 4 // 4: the most a length takes
 	for _, n := range p.Sizes {
